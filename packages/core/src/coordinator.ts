@@ -1,0 +1,554 @@
+import { randomUUID } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
+import {
+  ErrorCode,
+  type IdemError,
+  IdempotencyInProgressError,
+  IdempotencyKeyError,
+  IdempotencyKeyReusedError,
+  StoreUnavailableError,
+} from './errors.js';
+import { type IdempotencyEventListener, type StoreOperation, safeListener } from './events.js';
+import { defaultFinalizationRule, type FinalizationRule } from './finalization-rules.js';
+import { computeFingerprint, type FingerprintOptions, type QueryInput } from './fingerprint.js';
+import { type KeyFormat, parseIdempotencyKey } from './key-format.js';
+import {
+  type CapturedResponse,
+  DEFAULT_MAX_BODY_BYTES,
+  DEFAULT_REPLAY_HEADERS,
+  NEVER_STORED_HEADERS,
+  type ReplayResponse,
+  toReplayResponse,
+  toStoredResponse,
+} from './response.js';
+import {
+  type Clock,
+  type IdempotencyRecord,
+  type IdempotencyStore,
+  type StoredResponse,
+  systemClock,
+} from './types.js';
+
+/** What to do when a request's key is held by a request still in flight. */
+export type InFlightStrategy =
+  | { readonly strategy: 'reject' }
+  | {
+      readonly strategy: 'wait';
+      /** The longest a request waits for the other one, in ms. @default 10_000 */
+      readonly maxWaitMs?: number;
+      /** The first poll delay, in ms; it doubles up to `maxPollMs`. @default 25 */
+      readonly initialPollMs?: number;
+      /** @default 500 */
+      readonly maxPollMs?: number;
+      /**
+       * The status when the wait runs out: 409 (the IETF draft) or 503, which Iceberg's Java client retries
+       * with the same key where it reads 409 as AlreadyExists / CommitFailed. @default 409
+       */
+      readonly timeoutStatus?: 409 | 503;
+    };
+
+/** The statuses of the coordinator's own answers. */
+export interface AnswerStatuses {
+  /** No key on a covered request while `required`. @default 400 */
+  readonly missingKey: number;
+  /** A malformed or repeated key. @default 400 */
+  readonly invalidKey: number;
+  /** The key was used for another request. @default 422 (an API that declares no 422, like Iceberg, uses 400) */
+  readonly keyReused: number;
+  /** The key is held by a request in flight (`reject` strategy). @default 409 */
+  readonly inProgress: number;
+  /** The store failed or timed out. @default 503 */
+  readonly storeUnavailable: number;
+}
+
+/** Identifies the request for the host's hooks. */
+export interface RecordContext {
+  readonly scope: string;
+  readonly key: string;
+}
+
+export interface IdempotencyOptions {
+  /** Where records live. */
+  readonly store: IdempotencyStore;
+  /** `false` turns the coordinator into a pass-through: the header is ignored. @default true */
+  readonly enabled?: boolean;
+  /** Answer covered requests without a key with 400. @default false */
+  readonly required?: boolean;
+  /** Methods the coordinator covers; others pass through. @default ['POST', 'PUT', 'PATCH', 'DELETE'] */
+  readonly methods?: readonly string[];
+  /** The request header that carries the key. @default 'idempotency-key' */
+  readonly headerName?: string;
+  /** @default 'uuidv7' */
+  readonly keyFormat?: KeyFormat;
+  /** With `uuidv7`: reject keys whose embedded time is this far ahead of the clock, in ms. Off by default. */
+  readonly maxFutureSkewMs?: number;
+  /** How long a key is remembered from first use, in ms. @default 86_400_000 (24 h) */
+  readonly lifetimeMs?: number;
+  /** Added to the lifetime before a record may be purged, to absorb clock skew between nodes, in ms. @default 60_000 */
+  readonly graceMs?: number;
+  /** How long a reservation is honoured without renewal; after it a retry may take over, in ms. @default 30_000 */
+  readonly leaseMs?: number;
+  /** Renew the lease this often while the handler runs, in ms; `false` turns it off. @default leaseMs / 3 */
+  readonly heartbeatIntervalMs?: number | false;
+  /** @default { strategy: 'reject' } */
+  readonly inFlight?: InFlightStrategy;
+  readonly statuses?: Partial<AnswerStatuses>;
+  /** The `Retry-After` value (s) of 409 and 503 answers. @default 1 */
+  readonly retryAfterSeconds?: number;
+  /** `'open'` executes without a record when the store fails; `'closed'` answers 503. @default 'closed' */
+  readonly failMode?: 'closed' | 'open';
+  /** A store call that takes longer fails as unavailable, in ms. @default 2_000 */
+  readonly storeTimeoutMs?: number;
+  /** Response headers stored and replayed (never `set-cookie`, `date` or auth headers). */
+  readonly replayHeaders?: readonly string[];
+  /** Larger bodies are not stored; the replay says `idempotent-replay-body-omitted: true`. @default 1 MiB */
+  readonly maxBodyBytes?: number;
+  /** Fingerprint options, or a function that computes the fingerprint itself. */
+  readonly fingerprint?: FingerprintOptions | ((request: IdempotentRequest) => string);
+  /** Decides from the status whether a response is stored or released. @default {@link defaultFinalizationRule} */
+  readonly finalizationRule?: FinalizationRule;
+  /** Rewrite a response before it is stored (drop secrets). */
+  readonly redact?: (response: StoredResponse, context: RecordContext) => StoredResponse;
+  /**
+   * Build the replay from current state instead of the stored bytes; return `undefined` to replay what was
+   * stored.
+   */
+  readonly rebuildReplay?: (
+    stored: StoredResponse,
+    context: RecordContext,
+  ) => StoredResponse | undefined | Promise<StoredResponse | undefined>;
+  /** @default the system clock */
+  readonly clock?: Clock;
+  readonly onEvent?: IdempotencyEventListener;
+}
+
+/** One request, as an adapter describes it to the coordinator. */
+export interface IdempotentRequest {
+  readonly method: string;
+  /** The route template, or the normalized path. */
+  readonly route: string;
+  readonly query?: QueryInput | undefined;
+  /** The parsed body, or its raw bytes or text. */
+  readonly body?: unknown;
+  readonly contentType?: string | undefined;
+  /** The raw value(s) of the key header; an array of two or more is a repeated header. */
+  readonly key: string | readonly string[] | undefined;
+  /** Who owns the key; keys in different scopes are unrelated. @default '' */
+  readonly scope?: string | undefined;
+  /** Aborted when the client goes away; stops a `wait`. */
+  readonly signal?: AbortSignal | undefined;
+}
+
+/** What the adapter does next. */
+export type BeginResult =
+  | {
+      readonly action: 'proceed';
+      /** Why no record is kept: not covered, turned off, no key, or the store failed with fail-open. */
+      readonly reason: 'method' | 'disabled' | 'no-key' | 'fail-open';
+    }
+  | { readonly action: 'execute'; readonly execution: Execution }
+  | { readonly action: 'replay'; readonly response: ReplayResponse }
+  | { readonly action: 'reject'; readonly error: IdemError };
+
+/** How an execution ended. */
+export type FinishOutcome = 'finalized' | 'released' | 'lease-lost' | 'store-error' | 'already-settled';
+
+/** A reserved request: run the handler, then `finish` (or `abort` if it threw or the client left). */
+export interface Execution {
+  readonly scope: string;
+  readonly key: string;
+  readonly fingerprint: string;
+  /** The reservation's owner token; pass it to a transactional finalize. */
+  readonly owner: string;
+  /** `true` when this execution took over a reservation whose lease had lapsed. */
+  readonly tookOver: boolean;
+  /** Aborted when the reservation is lost (the heartbeat found another owner). */
+  readonly signal: AbortSignal;
+  /**
+   * The response as it would be stored, or `undefined` when the finalization rule releases this status.
+   * For hosts that finalize inside their own transaction.
+   */
+  prepare(response: CapturedResponse): StoredResponse | undefined;
+  /** Tell the coordinator the host finalized the record itself (in its transaction), so it does not again. */
+  markFinalized(status: number): void;
+  /** Apply the finalization rule: store the response, or release the key. Never throws. */
+  finish(response: CapturedResponse): Promise<FinishOutcome>;
+  /** Release the key (handler threw, client aborted). Never throws. */
+  abort(): Promise<void>;
+}
+
+/** The framework-neutral coordinator. */
+export interface Idempotency {
+  /** The lower-case name of the key header. */
+  readonly headerName: string;
+  /** `true` when requests with this method are covered. */
+  covers(method: string): boolean;
+  /** Decide what to do with a request: proceed, execute under a reservation, replay, or reject. */
+  begin(request: IdempotentRequest): Promise<BeginResult>;
+}
+
+const DEFAULT_STATUSES: AnswerStatuses = {
+  missingKey: 400,
+  invalidKey: 400,
+  keyReused: 422,
+  inProgress: 409,
+  storeUnavailable: 503,
+};
+
+class StoreTimeoutError extends Error {
+  constructor(operation: StoreOperation, timeoutMs: number) {
+    super(`store ${operation} did not answer within ${timeoutMs} ms`);
+    this.name = 'StoreTimeoutError';
+  }
+}
+
+/**
+ * Create the coordinator that decides, for each request, whether to execute, replay or reject it.
+ *
+ * @example
+ * const idem = createIdempotency({ store: createMemoryStore() });
+ * const result = await idem.begin({ method: 'POST', route: '/orders', body, key: req.headers['idempotency-key'] });
+ */
+export function createIdempotency(options: IdempotencyOptions): Idempotency {
+  const { store } = options;
+  const enabled = options.enabled ?? true;
+  const required = options.required ?? false;
+  const methods = new Set(
+    (options.methods ?? ['POST', 'PUT', 'PATCH', 'DELETE']).map((m) => m.toUpperCase()),
+  );
+  const headerName = (options.headerName ?? 'idempotency-key').toLowerCase();
+  const keyFormat = options.keyFormat ?? 'uuidv7';
+  const lifetimeMs = positive('lifetimeMs', options.lifetimeMs ?? 86_400_000);
+  const graceMs = options.graceMs ?? 60_000;
+  const leaseMs = positive('leaseMs', options.leaseMs ?? 30_000);
+  const heartbeatMs =
+    options.heartbeatIntervalMs === false ? undefined : (options.heartbeatIntervalMs ?? leaseMs / 3);
+  const inFlight = options.inFlight ?? { strategy: 'reject' };
+  const statuses: AnswerStatuses = { ...DEFAULT_STATUSES, ...options.statuses };
+  const retryAfterSeconds = options.retryAfterSeconds ?? 1;
+  const failOpen = options.failMode === 'open';
+  const storeTimeoutMs = positive('storeTimeoutMs', options.storeTimeoutMs ?? 2_000);
+  const maxBodyBytes = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
+  const rule = options.finalizationRule ?? defaultFinalizationRule;
+  const clock = options.clock ?? systemClock;
+  const emit = safeListener(options.onEvent);
+  const allowHeaders = new Set((options.replayHeaders ?? DEFAULT_REPLAY_HEADERS).map((h) => h.toLowerCase()));
+  for (const header of allowHeaders) {
+    if (NEVER_STORED_HEADERS.has(header)) {
+      throw new TypeError(`the ${header} header can never be stored for replay`);
+    }
+  }
+  const fingerprintOf =
+    typeof options.fingerprint === 'function'
+      ? options.fingerprint
+      : (request: IdempotentRequest) =>
+          computeFingerprint(request, options.fingerprint as FingerprintOptions);
+
+  /** Run one store call under the timeout; faults become StoreUnavailableError after an event. */
+  async function callStore<T>(
+    operation: StoreOperation,
+    ref: { scope: string; key: string } | undefined,
+    run: () => Promise<T>,
+    onLateResult?: (value: T) => void,
+  ): Promise<{ value: T; durationMs: number }> {
+    const startedMs = performance.now();
+    let timer: NodeJS.Timeout | undefined;
+    const call = run();
+    try {
+      const value = await Promise.race([
+        call,
+        new Promise<never>((_, reject) => {
+          timer = setTimeout(() => reject(new StoreTimeoutError(operation, storeTimeoutMs)), storeTimeoutMs);
+        }),
+      ]);
+      return { value, durationMs: performance.now() - startedMs };
+    } catch (error) {
+      if (error instanceof StoreTimeoutError) {
+        // The call may still succeed after we gave up on it; let the caller undo its effect then.
+        call.then(onLateResult, () => {});
+      }
+      const durationMs = performance.now() - startedMs;
+      emit({
+        type: 'store-error',
+        operation,
+        error,
+        durationMs,
+        failedOpen: failOpen && operation === 'reserve',
+        ...ref,
+      });
+      throw new StoreUnavailableError(
+        ErrorCode.StoreUnavailable,
+        `the idempotency store is unavailable (${operation})`,
+        {
+          cause: error,
+          status: statuses.storeUnavailable,
+          retryAfterSeconds,
+        },
+      );
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  async function reserve(ref: { scope: string; key: string }, fingerprint: string, owner: string) {
+    const nowMs = clock.nowMs();
+    return callStore(
+      'reserve',
+      ref,
+      () =>
+        store.reserve({
+          ...ref,
+          fingerprint,
+          owner,
+          nowMs,
+          leaseUntilMs: nowMs + leaseMs,
+          expiresAtMs: nowMs + lifetimeMs + graceMs,
+        }),
+      (late) => {
+        if (late.outcome === 'reserved') {
+          store.release({ ...ref, owner }).catch(() => {});
+        }
+      },
+    );
+  }
+
+  function inProgress(status: number): BeginResult {
+    return {
+      action: 'reject',
+      error: new IdempotencyInProgressError(
+        ErrorCode.InProgress,
+        'a request with this Idempotency-Key is still being processed; retry later',
+        { status, retryAfterSeconds },
+      ),
+    };
+  }
+
+  async function replay(
+    record: IdempotencyRecord,
+    ref: RecordContext,
+    durationMs: number,
+  ): Promise<BeginResult> {
+    const stored = record.response as StoredResponse;
+    const rebuilt = options.rebuildReplay ? await options.rebuildReplay(stored, ref) : undefined;
+    emit({ type: 'replayed', ...ref, status: stored.status, durationMs });
+    return { action: 'replay', response: toReplayResponse(rebuilt ?? stored) };
+  }
+
+  function startExecution(
+    ref: RecordContext,
+    fingerprint: string,
+    owner: string,
+    tookOver: boolean,
+  ): Execution {
+    const controller = new AbortController();
+    let settled = false;
+    let heartbeat: NodeJS.Timeout | undefined;
+    const settle = (): boolean => {
+      if (settled) return false;
+      settled = true;
+      clearInterval(heartbeat);
+      return true;
+    };
+
+    if (heartbeatMs !== undefined) {
+      let renewing = false;
+      heartbeat = setInterval(() => {
+        if (renewing || settled) return;
+        renewing = true;
+        callStore('renewLease', ref, () =>
+          store.renewLease({ ...ref, owner, leaseUntilMs: clock.nowMs() + leaseMs }),
+        ).then(
+          ({ value: renewed, durationMs }) => {
+            renewing = false;
+            if (!renewed && !settled) {
+              clearInterval(heartbeat);
+              emit({ type: 'lease-lost', ...ref, phase: 'heartbeat', durationMs });
+              controller.abort(new Error('the idempotency reservation was lost'));
+            }
+          },
+          () => {
+            // Already reported as a store-error event; the next beat tries again.
+            renewing = false;
+          },
+        );
+      }, heartbeatMs);
+      heartbeat.unref();
+    }
+
+    const prepare = (response: CapturedResponse): StoredResponse | undefined => {
+      if (rule(response.status) === 'release') return undefined;
+      const stored = toStoredResponse(response, { allowHeaders, maxBodyBytes });
+      return options.redact ? options.redact(stored, ref) : stored;
+    };
+
+    const release = async (reason: 'status' | 'aborted', status?: number): Promise<FinishOutcome> => {
+      try {
+        const { durationMs } = await callStore('release', ref, () => store.release({ ...ref, owner }));
+        emit({ type: 'released', ...ref, reason, durationMs, ...(status === undefined ? {} : { status }) });
+        return 'released';
+      } catch {
+        return 'store-error';
+      }
+    };
+
+    return {
+      ...ref,
+      fingerprint,
+      owner,
+      tookOver,
+      signal: controller.signal,
+      prepare,
+      markFinalized(status) {
+        if (settle()) emit({ type: 'finalized', ...ref, status, external: true, durationMs: 0 });
+      },
+      async finish(response) {
+        if (!settle()) return 'already-settled';
+        const stored = prepare(response);
+        if (stored === undefined) {
+          return release('status', response.status);
+        }
+        try {
+          const { value: finalized, durationMs } = await callStore('finalize', ref, () =>
+            store.finalize({ ...ref, owner, response: stored, nowMs: clock.nowMs() }),
+          );
+          if (finalized) {
+            emit({ type: 'finalized', ...ref, status: stored.status, external: false, durationMs });
+            return 'finalized';
+          }
+          emit({ type: 'lease-lost', ...ref, phase: 'finalize', durationMs });
+          return 'lease-lost';
+        } catch {
+          return 'store-error';
+        }
+      },
+      async abort() {
+        if (settle()) await release('aborted');
+      },
+    };
+  }
+
+  async function waitForOther(
+    ref: RecordContext,
+    fingerprint: string,
+    owner: string,
+    startedMs: number,
+    signal: AbortSignal | undefined,
+  ): Promise<BeginResult> {
+    const wait = inFlight as Extract<InFlightStrategy, { strategy: 'wait' }>;
+    const maxWaitMs = wait.maxWaitMs ?? 10_000;
+    const maxPollMs = wait.maxPollMs ?? 500;
+    let delayMs = wait.initialPollMs ?? 25;
+    // The budget counts planned sleeps rather than clock readings, so that an injected, frozen clock in a
+    // test cannot make a request wait forever.
+    for (let waitedMs = 0; waitedMs < maxWaitMs && signal?.aborted !== true; ) {
+      const stepMs = Math.min(delayMs, maxWaitMs - waitedMs);
+      await sleep(stepMs, undefined, { ref: false }).catch(() => {});
+      waitedMs += stepMs;
+      delayMs = Math.min(delayMs * 2, maxPollMs);
+      // Polling with reserve (not load) closes every gap at once: a finished request is replayed, a released
+      // one is reserved afresh, a lapsed lease is taken over, all atomically.
+      const { value: result } = await reserve(ref, fingerprint, owner);
+      const durationMs = performance.now() - startedMs;
+      if (result.outcome === 'reserved') {
+        emit({ type: 'reserved', ...ref, tookOver: result.tookOver, durationMs });
+        return { action: 'execute', execution: startExecution(ref, fingerprint, owner, result.tookOver) };
+      }
+      if (result.record.fingerprint !== fingerprint) {
+        emit({ type: 'mismatch', ...ref, durationMs });
+        return reused();
+      }
+      if (result.record.response !== null) {
+        return replay(result.record, ref, durationMs);
+      }
+    }
+    emit({ type: 'conflict', ...ref, waited: true, durationMs: performance.now() - startedMs });
+    return inProgress(wait.timeoutStatus ?? statuses.inProgress);
+  }
+
+  function reused(): BeginResult {
+    return {
+      action: 'reject',
+      error: new IdempotencyKeyReusedError(
+        ErrorCode.KeyReused,
+        'this Idempotency-Key was already used for a different request',
+        { status: statuses.keyReused },
+      ),
+    };
+  }
+
+  async function begin(request: IdempotentRequest): Promise<BeginResult> {
+    if (!enabled) return { action: 'proceed', reason: 'disabled' };
+    if (!methods.has(request.method.toUpperCase())) return { action: 'proceed', reason: 'method' };
+    if (request.key === undefined) {
+      if (!required) return { action: 'proceed', reason: 'no-key' };
+      return {
+        action: 'reject',
+        error: new IdempotencyKeyError(ErrorCode.KeyMissing, `the ${headerName} header is required`, {
+          status: statuses.missingKey,
+        }),
+      };
+    }
+    const parsed = parseIdempotencyKey(request.key, keyFormat, {
+      nowMs: clock.nowMs(),
+      maxFutureSkewMs: options.maxFutureSkewMs,
+    });
+    if (!parsed.ok) {
+      return {
+        action: 'reject',
+        error: new IdempotencyKeyError(ErrorCode.KeyInvalid, `invalid ${headerName}: ${parsed.reason}`, {
+          status: statuses.invalidKey,
+        }),
+      };
+    }
+    const ref = { scope: request.scope ?? '', key: parsed.key };
+    const fingerprint = fingerprintOf(request);
+    const owner = randomUUID();
+
+    try {
+      return await reserveOrAnswer(ref, fingerprint, owner, request.signal);
+    } catch (error) {
+      if (!(error instanceof StoreUnavailableError)) throw error;
+      return failOpen ? { action: 'proceed', reason: 'fail-open' } : { action: 'reject', error };
+    }
+  }
+
+  async function reserveOrAnswer(
+    ref: RecordContext,
+    fingerprint: string,
+    owner: string,
+    signal: AbortSignal | undefined,
+  ): Promise<BeginResult> {
+    const startedMs = performance.now();
+    const { value: reservation, durationMs } = await reserve(ref, fingerprint, owner);
+    if (reservation.outcome === 'reserved') {
+      emit({ type: 'reserved', ...ref, tookOver: reservation.tookOver, durationMs });
+      return { action: 'execute', execution: startExecution(ref, fingerprint, owner, reservation.tookOver) };
+    }
+    const { record } = reservation;
+    if (record.fingerprint !== fingerprint) {
+      emit({ type: 'mismatch', ...ref, durationMs });
+      return reused();
+    }
+    if (record.response !== null) {
+      return replay(record, ref, durationMs);
+    }
+    if (inFlight.strategy === 'reject') {
+      emit({ type: 'conflict', ...ref, waited: false, durationMs });
+      return inProgress(statuses.inProgress);
+    }
+    return waitForOther(ref, fingerprint, owner, startedMs, signal);
+  }
+
+  return {
+    headerName,
+    covers: (method) => enabled && methods.has(method.toUpperCase()),
+    begin,
+  };
+}
+
+function positive(name: string, value: number): number {
+  if (!(value > 0)) {
+    throw new RangeError(`${name} must be a positive number of milliseconds, got ${value}`);
+  }
+  return value;
+}

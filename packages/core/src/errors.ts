@@ -1,0 +1,72 @@
+/** Every stable error code idem produces. Hosts match on these, never on class names or messages. */
+export const ErrorCode = {
+  KeyMissing: 'IDEMPOTENCY_KEY_MISSING',
+  KeyInvalid: 'IDEMPOTENCY_KEY_INVALID',
+  KeyReused: 'IDEMPOTENCY_KEY_REUSED',
+  InProgress: 'IDEMPOTENCY_IN_PROGRESS',
+  StoreUnavailable: 'IDEMPOTENCY_STORE_UNAVAILABLE',
+} as const;
+
+export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
+
+// A registered symbol survives two copies of this package in one process (ESM + CJS, or two versions),
+// where `instanceof` would not.
+const IDEM_ERROR = Symbol.for('@idem/core/error');
+
+export interface IdemErrorOptions {
+  cause?: unknown;
+  /** The HTTP status the coordinator answers with. */
+  status?: number;
+  /** Seconds for the `Retry-After` header of the answer, when retrying later can succeed. */
+  retryAfterSeconds?: number;
+}
+
+/**
+ * The base class of every error idem produces, with a stable {@link IdemError.code}.
+ *
+ * The coordinator returns these (it does not throw them) as its own answers; `status` and
+ * `retryAfterSeconds` say how to answer over HTTP.
+ */
+export class IdemError extends Error {
+  readonly code: ErrorCode;
+  readonly status: number;
+  readonly retryAfterSeconds: number | undefined;
+
+  constructor(code: ErrorCode, message: string, options: IdemErrorOptions = {}) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.name = new.target.name;
+    this.code = code;
+    this.status = options.status ?? 500;
+    this.retryAfterSeconds = options.retryAfterSeconds;
+    Object.defineProperty(this, IDEM_ERROR, { value: true });
+  }
+
+  /** Response headers the answer needs (`retry-after`), lower-case names. */
+  get headers(): Record<string, string> {
+    return this.retryAfterSeconds === undefined ? {} : { 'retry-after': String(this.retryAfterSeconds) };
+  }
+
+  /** The default JSON body: `{ "error": { "code", "message" } }`. */
+  toJSON(): { error: { code: ErrorCode; message: string } } {
+    return { error: { code: this.code, message: this.message } };
+  }
+}
+
+/** The `Idempotency-Key` header is missing where required, malformed, or sent more than once. */
+export class IdempotencyKeyError extends IdemError {}
+
+/** The key was already used for a request with another fingerprint. */
+export class IdempotencyKeyReusedError extends IdemError {}
+
+/** Another request with the same key is still being processed. */
+export class IdempotencyInProgressError extends IdemError {}
+
+/** The store failed or did not answer in time; the request was not executed. */
+export class StoreUnavailableError extends IdemError {}
+
+/** `true` for any {@link IdemError}, including one from another copy of this package. */
+export function isIdemError(value: unknown): value is IdemError {
+  return (
+    typeof value === 'object' && value !== null && (value as Record<symbol, unknown>)[IDEM_ERROR] === true
+  );
+}

@@ -1,0 +1,59 @@
+/** Which store call an event is about. */
+export type StoreOperation = 'reserve' | 'load' | 'finalize' | 'release' | 'renewLease' | 'purgeExpired';
+
+interface KeyEvent {
+  readonly scope: string;
+  readonly key: string;
+  /** How long the store work behind this event took, in ms. */
+  readonly durationMs: number;
+}
+
+/**
+ * What the coordinator and the purge scheduler report, for logs and metrics. Listeners run synchronously;
+ * an exception thrown by one is swallowed, never the request's problem.
+ */
+export type IdempotencyEvent =
+  | (KeyEvent & { readonly type: 'reserved'; readonly tookOver: boolean })
+  | (KeyEvent & { readonly type: 'replayed'; readonly status: number })
+  | (KeyEvent & { readonly type: 'conflict'; readonly waited: boolean })
+  | (KeyEvent & { readonly type: 'mismatch' })
+  | (KeyEvent & { readonly type: 'finalized'; readonly status: number; readonly external: boolean })
+  | (KeyEvent & {
+      readonly type: 'released';
+      readonly reason: 'status' | 'aborted';
+      readonly status?: number;
+    })
+  | (KeyEvent & { readonly type: 'lease-lost'; readonly phase: 'heartbeat' | 'finalize' })
+  | {
+      readonly type: 'store-error';
+      readonly operation: StoreOperation;
+      readonly error: unknown;
+      readonly durationMs: number;
+      /** `true` when the request went on without a record (fail-open). */
+      readonly failedOpen: boolean;
+      readonly scope?: string;
+      readonly key?: string;
+    }
+  | {
+      readonly type: 'purged';
+      /** Records deleted by this run. */
+      readonly count: number;
+      readonly batches: number;
+      readonly durationMs: number;
+    };
+
+export type IdempotencyEventListener = (event: IdempotencyEvent) => void;
+
+/** Wrap a listener so that it can never throw into the caller. */
+export function safeListener(listener: IdempotencyEventListener | undefined): IdempotencyEventListener {
+  if (listener === undefined) {
+    return () => {};
+  }
+  return (event) => {
+    try {
+      listener(event);
+    } catch {
+      // A broken metrics hook must not fail a request.
+    }
+  };
+}

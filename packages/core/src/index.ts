@@ -1,0 +1,76 @@
+export {
+  type AnswerStatuses,
+  type BeginResult,
+  createIdempotency,
+  type Execution,
+  type FinishOutcome,
+  type Idempotency,
+  type IdempotencyOptions,
+  type IdempotentRequest,
+  type InFlightStrategy,
+  type RecordContext,
+} from './coordinator.js';
+export {
+  ErrorCode,
+  IdemError,
+  type IdemErrorOptions,
+  IdempotencyInProgressError,
+  IdempotencyKeyError,
+  IdempotencyKeyReusedError,
+  isIdemError,
+  StoreUnavailableError,
+} from './errors.js';
+export type { IdempotencyEvent, IdempotencyEventListener, StoreOperation } from './events.js';
+export {
+  defaultFinalizationRule,
+  type FinalizationAction,
+  type FinalizationRule,
+} from './finalization-rules.js';
+export {
+  canonicalJson,
+  computeFingerprint,
+  type FingerprintInput,
+  type FingerprintOptions,
+  type QueryInput,
+} from './fingerprint.js';
+export { type KeyFormat, type KeyValidator, parseIdempotencyKey } from './key-format.js';
+export {
+  type PurgeOnceOptions,
+  type PurgeSchedulerOptions,
+  purgeExpiredInBatches,
+  startPurgeScheduler,
+} from './purge-scheduler.js';
+export {
+  BODY_OMITTED_HEADER,
+  type CapturedResponse,
+  DEFAULT_MAX_BODY_BYTES,
+  DEFAULT_REPLAY_HEADERS,
+  type HeaderValue,
+  NEVER_STORED_HEADERS,
+  REPLAYED_HEADER,
+  type ReplayResponse,
+  type StoreResponseOptions,
+  toReplayResponse,
+  toStoredResponse,
+} from './response.js';
+export {
+  type Clock,
+  type FinalizeParams,
+  type IdempotencyRecord,
+  type IdempotencyStore,
+  type OwnedRecordRef,
+  type PurgeParams,
+  type RecordRef,
+  type RenewLeaseParams,
+  type ReserveParams,
+  type ReserveResult,
+  type StoredResponse,
+  systemClock,
+} from './types.js';
+export {
+  type KeyValidation,
+  MAX_TOKEN_LENGTH,
+  type UuidV7Options,
+  validateToken,
+  validateUuidV7,
+} from './uuidv7.js';

@@ -1,0 +1,88 @@
+import type { StoredResponse } from './types.js';
+
+/** Response headers stored and replayed by default. */
+export const DEFAULT_REPLAY_HEADERS: readonly string[] = [
+  'content-type',
+  'location',
+  'content-location',
+  'etag',
+  'last-modified',
+  'link',
+];
+
+/** Headers that are never stored, whatever the allow-list says: they carry secrets or the time of day. */
+export const NEVER_STORED_HEADERS: ReadonlySet<string> = new Set([
+  'set-cookie',
+  'cookie',
+  'date',
+  'authorization',
+  'proxy-authorization',
+  'www-authenticate',
+  'proxy-authenticate',
+]);
+
+/** The default body cap: 1 MiB. */
+export const DEFAULT_MAX_BODY_BYTES = 1024 * 1024;
+
+/** Header values as frameworks hold them. */
+export type HeaderValue = string | number | readonly string[] | undefined;
+
+/** A response as an adapter captured it, before filtering. */
+export interface CapturedResponse {
+  readonly status: number;
+  /** Response headers; names in any case. */
+  readonly headers: Readonly<Record<string, HeaderValue>>;
+  /** The bytes written, a string, or nothing. */
+  readonly body: Uint8Array | string | null | undefined;
+  /**
+   * `true` when the adapter stopped buffering because the body grew past the cap, so `body` is incomplete
+   * and MUST NOT be stored.
+   */
+  readonly bodyTruncated?: boolean | undefined;
+}
+
+/** A response the coordinator answers with instead of running the handler. */
+export interface ReplayResponse {
+  readonly status: number;
+  /** Lower-case names, including `idempotent-replayed: true`. */
+  readonly headers: Readonly<Record<string, string>>;
+  readonly body: Uint8Array | null;
+}
+
+/** The header that marks every replayed response. */
+export const REPLAYED_HEADER = 'idempotent-replayed';
+/** The header that marks a replay whose body was too large to store. */
+export const BODY_OMITTED_HEADER = 'idempotent-replay-body-omitted';
+
+export interface StoreResponseOptions {
+  /** Lower-case header names to keep. */
+  readonly allowHeaders: ReadonlySet<string>;
+  readonly maxBodyBytes: number;
+}
+
+/**
+ * Turn a captured response into what a store keeps: allow-listed headers with lower-case names and string
+ * values, and the body as bytes, or no body and `bodyOmitted` when it is larger than the cap.
+ */
+export function toStoredResponse(response: CapturedResponse, options: StoreResponseOptions): StoredResponse {
+  const headers: Record<string, string> = {};
+  for (const [name, value] of Object.entries(response.headers)) {
+    const lower = name.toLowerCase();
+    if (value === undefined || !options.allowHeaders.has(lower) || NEVER_STORED_HEADERS.has(lower)) continue;
+    headers[lower] = typeof value === 'object' ? value.join(', ') : String(value);
+  }
+  const body = typeof response.body === 'string' ? Buffer.from(response.body) : (response.body ?? null);
+  if (response.bodyTruncated === true || (body !== null && body.byteLength > options.maxBodyBytes)) {
+    return { status: response.status, headers, body: null, bodyOmitted: true };
+  }
+  return { status: response.status, headers, body };
+}
+
+/** The answer that replays a stored response. */
+export function toReplayResponse(stored: StoredResponse): ReplayResponse {
+  const headers: Record<string, string> = { ...stored.headers, [REPLAYED_HEADER]: 'true' };
+  if (stored.bodyOmitted === true) {
+    headers[BODY_OMITTED_HEADER] = 'true';
+  }
+  return { status: stored.status, headers, body: stored.body };
+}

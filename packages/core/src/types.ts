@@ -1,0 +1,173 @@
+/**
+ * The response of a completed request, as a store keeps it and the coordinator replays it.
+ *
+ * Headers are already filtered by the allow-list (never `set-cookie`, `date` or auth headers) and their
+ * names are lower-case.
+ */
+export interface StoredResponse {
+  /** HTTP status code, 100–599. */
+  readonly status: number;
+  /** Allow-listed response headers, lower-case names. Multiple values are joined with `, `. */
+  readonly headers: Readonly<Record<string, string>>;
+  /**
+   * The exact response bytes, or `null` when there was no body or it exceeded the body cap (then
+   * {@link StoredResponse.bodyOmitted} is `true`). A store MUST round-trip these bytes unchanged.
+   */
+  readonly body: Uint8Array | null;
+  /** `true` when the body was larger than the cap and was not stored. A store MUST keep this flag. */
+  readonly bodyOmitted?: true;
+}
+
+/**
+ * One idempotency record: a (scope, key) pair that is either in flight (reserved by an owner) or completed.
+ *
+ * A record is completed exactly when `response !== null`.
+ */
+export interface IdempotencyRecord {
+  /** Who owns the key (tenant, catalog prefix, principal …). Keys in different scopes are unrelated. */
+  readonly scope: string;
+  /** The normalized `Idempotency-Key` value. */
+  readonly key: string;
+  /** SHA-256 hex of the request identity; another fingerprint under the same key is misuse. */
+  readonly fingerprint: string;
+  /** The token of the attempt that holds the reservation; `null` once completed. */
+  readonly owner: string | null;
+  /** Epoch ms until which the in-flight reservation is honoured without renewal. */
+  readonly leaseUntilMs: number;
+  /** The stored response once completed; `null` while in flight. */
+  readonly response: StoredResponse | null;
+  /** Epoch ms of the first reservation of this key. Kept across lease takeovers. */
+  readonly createdAtMs: number;
+  /** Epoch ms from which the record is forgotten and may be purged or replaced. */
+  readonly expiresAtMs: number;
+}
+
+/** Arguments of {@link IdempotencyStore.reserve}. */
+export interface ReserveParams {
+  readonly scope: string;
+  readonly key: string;
+  readonly fingerprint: string;
+  /** A fresh, unguessable token for this attempt. */
+  readonly owner: string;
+  /** The caller's current time, epoch ms. Stores compare against it and never read a clock of their own. */
+  readonly nowMs: number;
+  /** Epoch ms until which the new reservation is honoured. */
+  readonly leaseUntilMs: number;
+  /** Epoch ms at which a newly created record expires. Ignored on takeover (the original is kept). */
+  readonly expiresAtMs: number;
+}
+
+/** The result of {@link IdempotencyStore.reserve}: an expected outcome, never an exception. */
+export type ReserveResult =
+  | {
+      readonly outcome: 'reserved';
+      /** The record as it now stands, owned by the caller. */
+      readonly record: IdempotencyRecord;
+      /** `true` when an in-flight reservation whose lease had lapsed was taken over. */
+      readonly tookOver: boolean;
+    }
+  | {
+      readonly outcome: 'exists';
+      /** The current record, untouched. */
+      readonly record: IdempotencyRecord;
+    };
+
+/** Identifies one record. */
+export interface RecordRef {
+  readonly scope: string;
+  readonly key: string;
+}
+
+/** Identifies one record and the owner that claims it. */
+export interface OwnedRecordRef extends RecordRef {
+  readonly owner: string;
+}
+
+/** Arguments of {@link IdempotencyStore.finalize}. */
+export interface FinalizeParams extends OwnedRecordRef {
+  readonly response: StoredResponse;
+  /** The caller's current time, epoch ms (stores may record it as the update time). */
+  readonly nowMs: number;
+}
+
+/** Arguments of {@link IdempotencyStore.renewLease}. */
+export interface RenewLeaseParams extends OwnedRecordRef {
+  /** The new end of the lease, epoch ms. */
+  readonly leaseUntilMs: number;
+}
+
+/** Arguments of {@link IdempotencyStore.purgeExpired}. */
+export interface PurgeParams {
+  /** Records with `expiresAtMs < beforeMs` are purged. */
+  readonly beforeMs: number;
+  /** The most records one call deletes; a positive integer. */
+  readonly limit: number;
+}
+
+/**
+ * The storage SPI every idempotency store implements.
+ *
+ * Every method is async and takes one object. Expected outcomes are returned as values; a method throws
+ * only on a fault (database unreachable, connection lost, malformed input the backend cannot hold).
+ * All times are epoch milliseconds computed by the caller: a store compares them and never reads a clock.
+ */
+export interface IdempotencyStore {
+  /**
+   * Atomically reserve (scope, key) for `owner`.
+   *
+   * Of any number of concurrent calls for one (scope, key), on any number of processes sharing the backend,
+   * exactly one MUST get `reserved`. The result is `reserved` when the store
+   * - created the record (no record existed), or
+   * - replaced an expired record (`expiresAtMs <= nowMs`, whatever its fingerprint or state), or
+   * - took over an in-flight record whose lease lapsed (`leaseUntilMs <= nowMs`) and whose fingerprint equals
+   *   the caller's: `tookOver: true`, the new owner and lease are stored, `createdAtMs` and `expiresAtMs`
+   *   are kept.
+   *
+   * Otherwise the result is `exists` with the current record, which MUST NOT be changed (a lapsed lease
+   * with another fingerprint stays put; the coordinator answers it as misuse).
+   */
+  reserve(params: ReserveParams): Promise<ReserveResult>;
+
+  /** The record for (scope, key), in flight or completed, or `undefined` when there is none. */
+  load(params: RecordRef): Promise<IdempotencyRecord | undefined>;
+
+  /**
+   * Store the response, owner-fenced: only when the record is in flight AND owned by `owner`.
+   *
+   * Returns `true` when stored. Returns `false` and MUST change nothing when ownership was lost, the record
+   * is already completed, or it is gone. After a successful finalize the record's owner is `null`.
+   */
+  finalize(params: FinalizeParams): Promise<boolean>;
+
+  /**
+   * Delete an in-flight reservation held by `owner`, so that the client's retry executes again.
+   *
+   * Returns `true` when deleted, `false` otherwise. MUST NOT delete a completed record or another owner's.
+   */
+  release(params: OwnedRecordRef): Promise<boolean>;
+
+  /**
+   * Extend the lease of an in-flight reservation held by `owner` (a heartbeat for long handlers).
+   *
+   * Returns `false`, changing nothing, when the record is completed, gone, or owned by someone else.
+   */
+  renewLease(params: RenewLeaseParams): Promise<boolean>;
+
+  /**
+   * Delete at most `limit` records with `expiresAtMs < beforeMs` and return how many were deleted.
+   *
+   * MUST be safe to run from many nodes at once; the caller loops in batches until a batch comes back short.
+   */
+  purgeExpired(params: PurgeParams): Promise<number>;
+
+  /** Release what the store opened itself. MUST NOT close a client or pool the user passed in. */
+  close?(): Promise<void>;
+}
+
+/** A source of the current time in epoch milliseconds. Inject one to control time in tests. */
+export interface Clock {
+  nowMs(): number;
+}
+
+/** The wall clock. */
+export const systemClock: Clock = { nowMs: () => Date.now() };

@@ -1,0 +1,178 @@
+import {
+  type Clock,
+  type IdempotencyRecord,
+  type IdempotencyStore,
+  type ReserveParams,
+  type ReserveResult,
+  systemClock,
+} from '@idem/core';
+import { LRUCache } from 'lru-cache';
+
+/** Reported when a completed record is dropped to stay within the bounds, before its lifetime ended. */
+export interface EvictionEvent {
+  readonly scope: string;
+  readonly key: string;
+  /** `'capacity'`: `maxEntries` or `maxSizeBytes` was reached and this was the least recently used. */
+  readonly reason: 'capacity';
+}
+
+export interface MemoryStoreOptions {
+  /** The most completed records kept; the least recently used go first. @default 10_000 */
+  readonly maxEntries?: number;
+  /** Optional bound on the bytes of stored bodies (plus a small per-record overhead). */
+  readonly maxSizeBytes?: number;
+  /** How often expired records are swept, in ms; `false` leaves it to `purgeExpired` callers. @default 60_000 */
+  readonly sweepIntervalMs?: number | false;
+  /** The clock of the sweep. @default the system clock */
+  readonly clock?: Clock;
+  /** Called for each completed record evicted for capacity. */
+  readonly onEvict?: (event: EvictionEvent) => void;
+}
+
+/** An {@link IdempotencyStore} held in this process's memory, with `close()` to stop its sweep timer. */
+export interface MemoryStore extends IdempotencyStore {
+  /** Records currently held: in flight and completed. */
+  readonly size: number;
+  close(): Promise<void>;
+}
+
+const RECORD_OVERHEAD_BYTES = 256;
+
+// The scope's length first makes (scope, key) → id unambiguous whatever characters either holds.
+const idOf = (scope: string, key: string): string => `${scope.length}:${scope}${key}`;
+
+/**
+ * Create a store that keeps records in this process. It is atomic within one process only: use it for a single
+ * node, development and tests, never for several processes behind one load balancer.
+ *
+ * In-flight reservations are never evicted (that would let a duplicate run while the first still executes).
+ * Completed records are bounded by `maxEntries` (least recently used first); an evicted record is forgotten
+ * early, so a retry of it would execute again.
+ */
+export function createMemoryStore(options: MemoryStoreOptions = {}): MemoryStore {
+  const clock = options.clock ?? systemClock;
+  const inFlight = new Map<string, IdempotencyRecord>();
+  const completed = new LRUCache<string, IdempotencyRecord>({
+    max: options.maxEntries ?? 10_000,
+    ...(options.maxSizeBytes === undefined
+      ? {}
+      : {
+          maxSize: options.maxSizeBytes,
+          sizeCalculation: (record: IdempotencyRecord) =>
+            RECORD_OVERHEAD_BYTES + (record.response?.body?.byteLength ?? 0),
+        }),
+    dispose: (record, _id, reason) => {
+      if (reason === 'evict') {
+        options.onEvict?.({ scope: record.scope, key: record.key, reason: 'capacity' });
+      }
+    },
+  });
+
+  const purgeExpired = ({ beforeMs, limit }: { beforeMs: number; limit: number }): number => {
+    let count = 0;
+    for (const [id, record] of inFlight) {
+      if (count >= limit) return count;
+      if (record.expiresAtMs < beforeMs) {
+        inFlight.delete(id);
+        count++;
+      }
+    }
+    const expired: string[] = [];
+    for (const [id, record] of completed.entries()) {
+      if (count + expired.length >= limit) break;
+      if (record.expiresAtMs < beforeMs) expired.push(id);
+    }
+    for (const id of expired) completed.delete(id);
+    return count + expired.length;
+  };
+
+  const sweepIntervalMs = options.sweepIntervalMs ?? 60_000;
+  const sweep =
+    sweepIntervalMs === false
+      ? undefined
+      : setInterval(
+          () => purgeExpired({ beforeMs: clock.nowMs(), limit: Number.POSITIVE_INFINITY }),
+          sweepIntervalMs,
+        );
+  sweep?.unref();
+
+  const reserve = (params: ReserveParams): ReserveResult => {
+    const id = idOf(params.scope, params.key);
+    const existing = inFlight.get(id) ?? completed.get(id);
+    if (existing === undefined || existing.expiresAtMs <= params.nowMs) {
+      completed.delete(id);
+      const record: IdempotencyRecord = {
+        scope: params.scope,
+        key: params.key,
+        fingerprint: params.fingerprint,
+        owner: params.owner,
+        leaseUntilMs: params.leaseUntilMs,
+        response: null,
+        createdAtMs: params.nowMs,
+        expiresAtMs: params.expiresAtMs,
+      };
+      inFlight.set(id, record);
+      return { outcome: 'reserved', record, tookOver: false };
+    }
+    if (
+      existing.response === null &&
+      existing.leaseUntilMs <= params.nowMs &&
+      existing.fingerprint === params.fingerprint
+    ) {
+      const record: IdempotencyRecord = {
+        ...existing,
+        owner: params.owner,
+        leaseUntilMs: params.leaseUntilMs,
+      };
+      inFlight.set(id, record);
+      return { outcome: 'reserved', record, tookOver: true };
+    }
+    return { outcome: 'exists', record: existing };
+  };
+
+  /** The in-flight record of (scope, key) if `owner` holds it. */
+  const owned = (scope: string, key: string, owner: string): [string, IdempotencyRecord] | undefined => {
+    const id = idOf(scope, key);
+    const record = inFlight.get(id);
+    return record !== undefined && record.owner === owner ? [id, record] : undefined;
+  };
+
+  // Every method runs synchronously inside an async function: nothing interleaves between its read and its
+  // write, which is what makes reserve atomic within this process.
+  return {
+    get size() {
+      return inFlight.size + completed.size;
+    },
+    async reserve(params) {
+      return reserve(params);
+    },
+    async load({ scope, key }) {
+      const id = idOf(scope, key);
+      return inFlight.get(id) ?? completed.get(id);
+    },
+    async finalize({ scope, key, owner, response }) {
+      const hit = owned(scope, key, owner);
+      if (hit === undefined) return false;
+      const [id, record] = hit;
+      inFlight.delete(id);
+      completed.set(id, { ...record, owner: null, response });
+      return true;
+    },
+    async release({ scope, key, owner }) {
+      const hit = owned(scope, key, owner);
+      return hit !== undefined && inFlight.delete(hit[0]);
+    },
+    async renewLease({ scope, key, owner, leaseUntilMs }) {
+      const hit = owned(scope, key, owner);
+      if (hit === undefined) return false;
+      inFlight.set(hit[0], { ...hit[1], leaseUntilMs });
+      return true;
+    },
+    async purgeExpired(params) {
+      return purgeExpired(params);
+    },
+    async close() {
+      clearInterval(sweep);
+    },
+  };
+}

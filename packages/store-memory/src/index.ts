@@ -1,0 +1,6 @@
+export {
+  createMemoryStore,
+  type EvictionEvent,
+  type MemoryStore,
+  type MemoryStoreOptions,
+} from './create-memory-store.js';

@@ -1,0 +1,30 @@
+import { readdirSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { defineConfig } from 'vitest/config';
+
+const root = fileURLToPath(new URL('.', import.meta.url));
+const packageDirs = readdirSync(new URL('./packages', import.meta.url), { withFileTypes: true })
+  .filter((entry) => entry.isDirectory())
+  .map((entry) => entry.name);
+
+export default defineConfig({
+  resolve: {
+    // Tests import every @idem package by name, as a user would, but run against its sources: no build step
+    // between an edit and a test run. The published build is checked separately (publint, attw, smoke test).
+    alias: packageDirs.map((dir) => ({
+      find: new RegExp(`^@idem/${dir}$`),
+      replacement: `${root}packages/${dir}/src/index.ts`,
+    })),
+  },
+  test: {
+    // Database suites on 2 cores (PGlite above all) need room; a hang still fails.
+    testTimeout: 30_000,
+    hookTimeout: 30_000,
+    projects: [
+      ...packageDirs.map((dir) => ({
+        extends: true as const,
+        test: { name: dir, root: `packages/${dir}`, include: ['test/**/*.test.ts'] },
+      })),
+    ],
+  },
+});
