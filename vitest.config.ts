@@ -17,6 +17,10 @@ export default defineConfig({
     })),
   },
   test: {
+    // CI asks for a machine-readable report too (pnpm intercepts --reporter on the command line).
+    reporters: process.env.IDEM_TEST_REPORT
+      ? ['default', ['json', { outputFile: process.env.IDEM_TEST_REPORT }]]
+      : ['default'],
     // Database suites on 2 cores (PGlite above all) need room; a hang still fails.
     testTimeout: 30_000,
     hookTimeout: 30_000,

@@ -1,0 +1,132 @@
+import { canonicalJson, computeFingerprint } from '@idem/core';
+import { describe, expect, test } from 'vitest';
+
+const base = { method: 'POST', route: '/v1/orders' };
+
+describe('request fingerprint', () => {
+  test('is SHA-256 hex', () => {
+    expect(computeFingerprint({ ...base, body: { a: 1 } })).toMatch(/^[0-9a-f]{64}$/);
+  });
+
+  test('does not depend on JSON key order or whitespace', () => {
+    const a = computeFingerprint({ ...base, body: { a: 1, b: { c: [1, 2], d: 'x' } } });
+    const b = computeFingerprint({ ...base, body: { b: { d: 'x', c: [1, 2] }, a: 1 } });
+    const raw = computeFingerprint({
+      ...base,
+      body: Buffer.from('{ "b": {"d":"x",  "c":[1,2]},\n "a": 1 }'),
+      contentType: 'application/json; charset=utf-8',
+    });
+    const text = computeFingerprint({
+      ...base,
+      body: '{"a":1,"b":{"c":[1,2],"d":"x"}}',
+      contentType: 'application/vnd.api+json',
+    });
+    expect(b).toBe(a);
+    expect(raw).toBe(a);
+    expect(text).toBe(a);
+  });
+
+  test('changes with the method, the route, the query and the body', () => {
+    const reference = computeFingerprint({ ...base, query: { a: '1' }, body: { a: 1 } });
+    expect(computeFingerprint({ ...base, method: 'PUT', query: { a: '1' }, body: { a: 1 } })).not.toBe(
+      reference,
+    );
+    expect(computeFingerprint({ ...base, route: '/v1/other', query: { a: '1' }, body: { a: 1 } })).not.toBe(
+      reference,
+    );
+    expect(computeFingerprint({ ...base, query: { a: '2' }, body: { a: 1 } })).not.toBe(reference);
+    expect(computeFingerprint({ ...base, query: { a: '1' }, body: { a: 2 } })).not.toBe(reference);
+    expect(computeFingerprint({ ...base, query: { a: '1' }, body: [1] })).not.toBe(reference);
+  });
+
+  test('array order matters, object key order does not', () => {
+    expect(computeFingerprint({ ...base, body: [1, 2] })).not.toBe(
+      computeFingerprint({ ...base, body: [2, 1] }),
+    );
+  });
+
+  test('the method is case-insensitive', () => {
+    expect(computeFingerprint({ ...base, method: 'post' })).toBe(computeFingerprint(base));
+  });
+
+  test('the query is sorted, whatever form it comes in', () => {
+    const fromString = computeFingerprint({ ...base, query: '?b=2&a=1&a=0' });
+    expect(computeFingerprint({ ...base, query: 'a=0&a=1&b=2' })).toBe(fromString);
+    expect(computeFingerprint({ ...base, query: new URLSearchParams('a=1&b=2&a=0') })).toBe(fromString);
+    expect(computeFingerprint({ ...base, query: { b: '2', a: ['1', '0'] } })).toBe(fromString);
+    expect(computeFingerprint({ ...base, query: {} })).toBe(computeFingerprint(base));
+  });
+
+  test('raw bytes that are not JSON are hashed as bytes, binary-safe', () => {
+    const a = computeFingerprint({
+      ...base,
+      body: Uint8Array.from([0, 255, 1]),
+      contentType: 'application/octet-stream',
+    });
+    const b = computeFingerprint({
+      ...base,
+      body: Uint8Array.from([0, 255, 2]),
+      contentType: 'application/octet-stream',
+    });
+    expect(a).not.toBe(b);
+    const broken = computeFingerprint({
+      ...base,
+      body: Buffer.from('{"a":'),
+      contentType: 'application/json',
+    });
+    expect(broken).toBe(computeFingerprint({ ...base, body: Buffer.from('{"a":') }));
+  });
+
+  test('a JSON string body and the same text sent as bytes without a JSON type are different identities', () => {
+    expect(computeFingerprint({ ...base, body: 'abc' })).not.toBe(
+      computeFingerprint({ ...base, body: { abc: true } }),
+    );
+  });
+
+  test('no body, an empty body and a null body are the same identity', () => {
+    const none = computeFingerprint(base);
+    expect(computeFingerprint({ ...base, body: null })).toBe(none);
+    expect(computeFingerprint({ ...base, body: Buffer.alloc(0) })).toBe(none);
+    expect(computeFingerprint({ ...base, body: '' })).toBe(none);
+  });
+
+  test('excluded fields do not count, at any depth and in every array element', () => {
+    const options = { excludeFields: ['requestId', 'meta.traceId', 'items.nonce'] };
+    const a = computeFingerprint(
+      { ...base, body: { requestId: 1, meta: { traceId: 'x', v: 1 }, items: [{ nonce: 1, id: 1 }] } },
+      options,
+    );
+    const b = computeFingerprint(
+      { ...base, body: { requestId: 2, meta: { traceId: 'y', v: 1 }, items: [{ nonce: 2, id: 1 }] } },
+      options,
+    );
+    const c = computeFingerprint(
+      { ...base, body: { requestId: 2, meta: { traceId: 'y', v: 2 }, items: [{ nonce: 2, id: 1 }] } },
+      options,
+    );
+    expect(b).toBe(a);
+    expect(c).not.toBe(a);
+  });
+
+  test('canonical JSON matches JSON.stringify semantics, with sorted keys', () => {
+    expect(
+      canonicalJson({ b: undefined, a: [undefined, 1.5, 'x', null, true], d: new Date(0), c: Number.NaN }),
+    ).toBe('{"a":[null,1.5,"x",null,true],"c":null,"d":"1970-01-01T00:00:00.000Z"}');
+  });
+
+  test('hashes a 4 MiB JSON body deterministically (its cost per byte is measured by pnpm bench)', () => {
+    const items = Array.from({ length: 40_000 }, (_, i) => ({
+      id: i,
+      name: `item-${i}`,
+      tags: ['a', 'b'],
+      pad: 'x'.repeat(60),
+    }));
+    const small = items.slice(0, 4_000);
+    expect(computeFingerprint({ ...base, body: items })).toBe(
+      computeFingerprint({ ...base, body: [...items] }),
+    );
+    expect(computeFingerprint({ ...base, body: small })).not.toBe(
+      computeFingerprint({ ...base, body: items }),
+    );
+  });
+});
