@@ -172,7 +172,7 @@ describe('coordinator: execute, finalize, replay (design §4 rows 5–7, 10, 11;
   test('the record lives for lifetime + grace; after that the key is new again', async () => {
     const { idem, backend, clock } = setup({ lifetimeMs: 10_000, graceMs: 500 });
     await expectExecute(await idem.begin(post())).finish(created());
-    expect(backend.only()?.expiresAtMs).toBe(backend.only()?.createdAtMs + 10_500);
+    expect(backend.only()?.expiresAtMs).toBe((backend.only()?.createdAtMs ?? 0) + 10_500);
     clock.advance(10_499);
     expectReplay(await idem.begin(post()));
     clock.advance(1);
