@@ -1,0 +1,180 @@
+import { setImmediate as tick } from 'node:timers/promises';
+import type { IdempotencyRecord, IdempotencyStore } from '@idem/core';
+import { type ConformanceGroup, conformanceGroups, type TestHarness } from '@idem/store-conformance';
+import { describe, expect, test } from 'vitest';
+import { createReferenceStore, decideReserve } from './support/reference-store.js';
+
+type GroupName = keyof typeof conformanceGroups;
+
+/** Run one group of the kit against a store with a collecting harness; return the names of failed tests. */
+async function failuresOf(group: ConformanceGroup, makeStore: () => IdempotencyStore): Promise<string[]> {
+  const tests: { name: string; body: () => Promise<void> }[] = [];
+  const path: string[] = [];
+  const harness: TestHarness = {
+    describe(name, body) {
+      path.push(name);
+      body();
+      path.pop();
+    },
+    test(name, body) {
+      tests.push({ name: [...path, name].join(' > '), body });
+    },
+  };
+  group(harness, () => ({ store: makeStore() }), { concurrency: 20 });
+  expect(tests.length).toBeGreaterThan(0);
+  const failed: string[] = [];
+  for (const { name, body } of tests) {
+    await body().catch(() => failed.push(name));
+  }
+  return failed;
+}
+
+const id = (scope: string, key: string) => JSON.stringify([scope, key]);
+
+// Each broken store carries one bug seen in real idempotency libraries, and the group that must catch it.
+const brokenStores: [string, GroupName, RegExp, () => IdempotencyStore][] = [
+  [
+    'a find-then-insert reserve (not atomic)',
+    'concurrency',
+    /parallel reserves of a fresh key/,
+    () =>
+      createReferenceStore((records) => ({
+        async reserve(p) {
+          const existing = records.get(id(p.scope, p.key));
+          await tick(); // another request gets in here
+          const result = decideReserve(existing, p);
+          if (result.outcome === 'reserved') records.set(id(p.scope, p.key), result.record);
+          return result;
+        },
+      })),
+  ],
+  [
+    'an unfenced finalize (ignores the owner)',
+    'fencing',
+    /finalize with another owner/,
+    () =>
+      createReferenceStore((records) => ({
+        async finalize({ scope, key, response }) {
+          const record = records.get(id(scope, key));
+          if (record === undefined) return false;
+          records.set(id(scope, key), { ...record, owner: null, response });
+          return true;
+        },
+      })),
+  ],
+  [
+    'a purge that ignores limit',
+    'expiry',
+    /honour limit/,
+    () =>
+      createReferenceStore((records) => ({
+        async purgeExpired({ beforeMs }) {
+          let count = 0;
+          for (const [recordId, record] of records) {
+            if (record.expiresAtMs < beforeMs && records.delete(recordId)) count++;
+          }
+          return count;
+        },
+      })),
+  ],
+  [
+    'a release that deletes completed records',
+    'fencing',
+    /release MUST NOT delete a completed record/,
+    () =>
+      createReferenceStore((records) => ({
+        async release({ scope, key, owner }) {
+          const record = records.get(id(scope, key));
+          if (record === undefined || (record.owner !== owner && record.response === null)) return false;
+          return records.delete(id(scope, key));
+        },
+      })),
+  ],
+  [
+    'a takeover that ignores the fingerprint',
+    'reserve',
+    /lapsed lease with another fingerprint/,
+    () =>
+      createReferenceStore((records, store) => ({
+        async reserve(p) {
+          const existing = records.get(id(p.scope, p.key));
+          if (existing?.response === null && existing.leaseUntilMs <= p.nowMs) {
+            const record = { ...existing, owner: p.owner, leaseUntilMs: p.leaseUntilMs };
+            records.set(id(p.scope, p.key), record);
+            return { outcome: 'reserved', record, tookOver: true };
+          }
+          return store.reserve(p);
+        },
+      })),
+  ],
+  [
+    'global keys (the scope is ignored)',
+    'scoping',
+    /two independent records/,
+    () => {
+      const inner = createReferenceStore();
+      const global = <T extends { scope: string }>(p: T): T => ({ ...p, scope: 'global' });
+      return {
+        reserve: (p) =>
+          inner.reserve(global(p)).then((r) => ({ ...r, record: { ...r.record, scope: p.scope } })),
+        load: (p) => inner.load(global(p)).then((r) => r && { ...r, scope: p.scope }),
+        finalize: (p) => inner.finalize(global(p)),
+        release: (p) => inner.release(global(p)),
+        renewLease: (p) => inner.renewLease(global(p)),
+        purgeExpired: (p) => inner.purgeExpired(p),
+      };
+    },
+  ],
+  [
+    'a store that keeps bodies as UTF-8 text (not binary-safe)',
+    'payloads',
+    /binary body MUST round-trip/,
+    () =>
+      createReferenceStore((_records, store) => ({
+        async finalize(p) {
+          const body =
+            p.response.body === null
+              ? null
+              : new TextEncoder().encode(new TextDecoder().decode(p.response.body));
+          return store.finalize({ ...p, response: { ...p.response, body } });
+        },
+      })),
+  ],
+  [
+    'a takeover that resets createdAtMs and expiresAtMs',
+    'reserve',
+    /keeping createdAtMs and expiresAtMs/,
+    () =>
+      createReferenceStore((records, store) => ({
+        async reserve(p) {
+          const result = await store.reserve(p);
+          if (result.outcome === 'reserved' && result.tookOver) {
+            const record: IdempotencyRecord = {
+              ...result.record,
+              createdAtMs: p.nowMs,
+              expiresAtMs: p.expiresAtMs,
+            };
+            records.set(id(p.scope, p.key), record);
+            return { ...result, record };
+          }
+          return result;
+        },
+      })),
+  ],
+];
+
+describe('the kit passes a correct store', () => {
+  test.each(Object.entries(conformanceGroups))('group %s passes on the reference store', async (_, group) => {
+    expect(await failuresOf(group, () => createReferenceStore())).toEqual([]);
+  });
+});
+
+describe('the kit fails broken stores, in the matching group', () => {
+  test.each(brokenStores)('%s fails the %s group', async (_, groupName, expectedFailure, makeStore) => {
+    const failed = await failuresOf(conformanceGroups[groupName], makeStore);
+    expect(
+      failed.some((name) => expectedFailure.test(name)),
+      `failed: ${failed.join('; ') || 'none'}`,
+    ).toBe(true);
+  });
+});

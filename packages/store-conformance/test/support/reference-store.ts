@@ -1,0 +1,85 @@
+import type { IdempotencyRecord, IdempotencyStore, ReserveParams, ReserveResult } from '@idem/core';
+
+/** The decision every correct reserve makes, given what is there now. */
+export function decideReserve(existing: IdempotencyRecord | undefined, p: ReserveParams): ReserveResult {
+  if (existing === undefined || existing.expiresAtMs <= p.nowMs) {
+    const record: IdempotencyRecord = {
+      scope: p.scope,
+      key: p.key,
+      fingerprint: p.fingerprint,
+      owner: p.owner,
+      leaseUntilMs: p.leaseUntilMs,
+      response: null,
+      createdAtMs: p.nowMs,
+      expiresAtMs: p.expiresAtMs,
+    };
+    return { outcome: 'reserved', record, tookOver: false };
+  }
+  if (
+    existing.response === null &&
+    existing.leaseUntilMs <= p.nowMs &&
+    existing.fingerprint === p.fingerprint
+  ) {
+    return {
+      outcome: 'reserved',
+      record: { ...existing, owner: p.owner, leaseUntilMs: p.leaseUntilMs },
+      tookOver: true,
+    };
+  }
+  return { outcome: 'exists', record: existing };
+}
+
+/**
+ * The simplest correct store, to prove the kit passes what it should. Each test's broken store replaces one
+ * method of it with a plausible bug.
+ */
+export function createReferenceStore(
+  breakIt: (
+    records: Map<string, IdempotencyRecord>,
+    store: IdempotencyStore,
+  ) => Partial<IdempotencyStore> = () => ({}),
+): IdempotencyStore {
+  const records = new Map<string, IdempotencyRecord>();
+  const id = (scope: string, key: string) => JSON.stringify([scope, key]);
+  const owned = (scope: string, key: string, owner: string) => {
+    const record = records.get(id(scope, key));
+    return record?.response === null && record.owner === owner ? record : undefined;
+  };
+  const store: IdempotencyStore = {
+    async reserve(p) {
+      const result = decideReserve(records.get(id(p.scope, p.key)), p);
+      if (result.outcome === 'reserved') records.set(id(p.scope, p.key), result.record);
+      return result;
+    },
+    async load({ scope, key }) {
+      return records.get(id(scope, key));
+    },
+    async finalize({ scope, key, owner, response }) {
+      const record = owned(scope, key, owner);
+      if (record === undefined) return false;
+      records.set(id(scope, key), { ...record, owner: null, response });
+      return true;
+    },
+    async release({ scope, key, owner }) {
+      return owned(scope, key, owner) !== undefined && records.delete(id(scope, key));
+    },
+    async renewLease({ scope, key, owner, leaseUntilMs }) {
+      const record = owned(scope, key, owner);
+      if (record === undefined) return false;
+      records.set(id(scope, key), { ...record, leaseUntilMs });
+      return true;
+    },
+    async purgeExpired({ beforeMs, limit }) {
+      let count = 0;
+      for (const [recordId, record] of records) {
+        if (count >= limit) break;
+        if (record.expiresAtMs < beforeMs) {
+          records.delete(recordId);
+          count++;
+        }
+      }
+      return count;
+    },
+  };
+  return { ...store, ...breakIt(records, store) };
+}

@@ -1,0 +1,77 @@
+import { randomUUID } from 'node:crypto';
+import type { StoredResponse } from '@idem/core';
+import { createMemoryStore, type EvictionEvent } from '@idem/store-memory';
+import { describe, expect, test } from 'vitest';
+
+const response: StoredResponse = { status: 200, headers: {}, body: new Uint8Array(100) };
+
+function params(key: string, nowMs = 0) {
+  return {
+    scope: 's',
+    key,
+    fingerprint: 'f',
+    owner: `owner-${key}`,
+    nowMs,
+    leaseUntilMs: nowMs + 1_000,
+    expiresAtMs: nowMs + 10_000,
+  };
+}
+
+async function complete(store: ReturnType<typeof createMemoryStore>, key: string, nowMs = 0) {
+  await store.reserve(params(key, nowMs));
+  await store.finalize({ scope: 's', key, owner: `owner-${key}`, response, nowMs });
+}
+
+describe('memory store bounds', () => {
+  test('completed records are bounded by maxEntries, least recently used first, with an eviction event', async () => {
+    const evicted: EvictionEvent[] = [];
+    const store = createMemoryStore({
+      maxEntries: 3,
+      sweepIntervalMs: false,
+      onEvict: (e) => evicted.push(e),
+    });
+    for (const key of ['a', 'b', 'c']) await complete(store, key);
+    await store.load({ scope: 's', key: 'a' }); // a is now more recent than b
+    await complete(store, 'd');
+    expect(evicted).toEqual([{ scope: 's', key: 'b', reason: 'capacity' }]);
+    expect(await store.load({ scope: 's', key: 'b' })).toBeUndefined();
+    expect(await store.load({ scope: 's', key: 'a' })).toBeDefined();
+    expect(store.size).toBe(3);
+  });
+
+  test('in-flight reservations are never evicted, however many there are', async () => {
+    const store = createMemoryStore({ maxEntries: 2, sweepIntervalMs: false });
+    const keys = Array.from({ length: 50 }, () => randomUUID());
+    for (const key of keys) await store.reserve(params(key));
+    for (const key of ['x', 'y', 'z']) await complete(store, key);
+    for (const key of keys) expect((await store.load({ scope: 's', key }))?.owner).toBe(`owner-${key}`);
+    expect(store.size).toBe(52);
+  });
+
+  test('maxSizeBytes bounds the stored bodies', async () => {
+    const store = createMemoryStore({ maxSizeBytes: 1_000, sweepIntervalMs: false });
+    for (let i = 0; i < 10; i++) await complete(store, `k${i}`);
+    expect(store.size).toBeLessThanOrEqual(3); // each record counts 256 + 100 bytes
+  });
+
+  test('the sweep removes expired records on its own, by the injected clock', async () => {
+    let nowMs = 0;
+    const store = createMemoryStore({ sweepIntervalMs: 10, clock: { nowMs: () => nowMs } });
+    await complete(store, 'old');
+    await store.reserve(params('in-flight'));
+    await complete(store, 'young', 5_000);
+    nowMs = 10_001;
+    await new Promise((resolve) => setTimeout(resolve, 40));
+    expect(await store.load({ scope: 's', key: 'old' })).toBeUndefined();
+    expect(await store.load({ scope: 's', key: 'in-flight' })).toBeUndefined();
+    expect(await store.load({ scope: 's', key: 'young' })).toBeDefined();
+    await store.close();
+  });
+
+  test('an expired record is replaced on reserve even before any sweep', async () => {
+    const store = createMemoryStore({ sweepIntervalMs: false });
+    await complete(store, 'k');
+    const result = await store.reserve({ ...params('k', 10_000), fingerprint: 'other' });
+    expect(result.outcome).toBe('reserved');
+  });
+});
