@@ -9,11 +9,11 @@ import {
   StoreUnavailableError,
 } from './errors.js';
 import { type IdempotencyEventListener, type StoreOperation, safeListener } from './events.js';
+import { type Execution, type ExecutionRuntime, type RecordContext, ReservedExecution } from './execution.js';
 import { defaultFinalizationRule, type FinalizationRule } from './finalization-rules.js';
 import { computeFingerprint, type FingerprintOptions, type QueryInput } from './fingerprint.js';
 import { type KeyFormat, parseIdempotencyKey } from './key-format.js';
 import {
-  type CapturedResponse,
   DEFAULT_MAX_BODY_BYTES,
   DEFAULT_REPLAY_HEADERS,
   NEVER_STORED_HEADERS,
@@ -59,12 +59,6 @@ export interface AnswerStatuses {
   readonly inProgress: number;
   /** The store failed or timed out. @default 503 */
   readonly storeUnavailable: number;
-}
-
-/** Identifies the request for the host's hooks. */
-export interface RecordContext {
-  readonly scope: string;
-  readonly key: string;
 }
 
 export interface IdempotencyOptions {
@@ -150,33 +144,6 @@ export type BeginResult =
   | { readonly action: 'replay'; readonly response: ReplayResponse }
   | { readonly action: 'reject'; readonly error: IdemError };
 
-/** How an execution ended. */
-export type FinishOutcome = 'finalized' | 'released' | 'lease-lost' | 'store-error' | 'already-settled';
-
-/** A reserved request: run the handler, then `finish` (or `abort` if it threw or the client left). */
-export interface Execution {
-  readonly scope: string;
-  readonly key: string;
-  readonly fingerprint: string;
-  /** The reservation's owner token; pass it to a transactional finalize. */
-  readonly owner: string;
-  /** `true` when this execution took over a reservation whose lease had lapsed. */
-  readonly tookOver: boolean;
-  /** Aborted when the reservation is lost (the heartbeat found another owner). */
-  readonly signal: AbortSignal;
-  /**
-   * The response as it would be stored, or `undefined` when the finalization rule releases this status.
-   * For hosts that finalize inside their own transaction.
-   */
-  prepare(response: CapturedResponse): StoredResponse | undefined;
-  /** Tell the coordinator the host finalized the record itself (in its transaction), so it does not again. */
-  markFinalized(status: number): void;
-  /** Apply the finalization rule: store the response, or release the key. Never throws. */
-  finish(response: CapturedResponse): Promise<FinishOutcome>;
-  /** Release the key (handler threw, client aborted). Never throws. */
-  abort(): Promise<void>;
-}
-
 /** The framework-neutral coordinator. */
 export interface Idempotency {
   /** The lower-case name of the key header. */
@@ -247,20 +214,23 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
   /** Run one store call under the timeout; faults become StoreUnavailableError after an event. */
   async function callStore<T>(
     operation: StoreOperation,
-    ref: { scope: string; key: string } | undefined,
+    ref: RecordContext,
     run: () => Promise<T>,
-    onLateResult?: (value: T) => void,
+    onLateResult: (value: T) => void = () => {},
   ): Promise<{ value: T; durationMs: number }> {
     const startedMs = performance.now();
     let timer: NodeJS.Timeout | undefined;
-    const call = run();
+    let call: Promise<T>;
     try {
-      const value = await Promise.race([
-        call,
-        new Promise<never>((_, reject) => {
-          timer = setTimeout(() => reject(new StoreTimeoutError(operation, storeTimeoutMs)), storeTimeoutMs);
-        }),
-      ]);
+      call = run();
+    } catch (error) {
+      call = Promise.reject(error); // a store that throws synchronously is still a store fault
+    }
+    try {
+      const value = await new Promise<T>((resolve, reject) => {
+        timer = setTimeout(() => reject(new StoreTimeoutError(operation, storeTimeoutMs)), storeTimeoutMs);
+        call.then(resolve, reject);
+      });
       return { value, durationMs: performance.now() - startedMs };
     } catch (error) {
       if (error instanceof StoreTimeoutError) {
@@ -274,7 +244,8 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
         error,
         durationMs,
         failedOpen: failOpen && operation === 'reserve',
-        ...ref,
+        scope: ref.scope,
+        key: ref.key,
       });
       throw new StoreUnavailableError(
         ErrorCode.StoreUnavailable,
@@ -290,6 +261,19 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
     }
   }
 
+  const runtime: ExecutionRuntime = {
+    store,
+    clock,
+    leaseMs,
+    heartbeatMs,
+    rule,
+    allowHeaders,
+    maxBodyBytes,
+    redact: options.redact,
+    emit,
+    callStore,
+  };
+
   async function reserve(ref: { scope: string; key: string }, fingerprint: string, owner: string) {
     const nowMs = clock.nowMs();
     return callStore(
@@ -297,7 +281,8 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
       ref,
       () =>
         store.reserve({
-          ...ref,
+          scope: ref.scope,
+          key: ref.key,
           fingerprint,
           owner,
           nowMs,
@@ -306,7 +291,7 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
         }),
       (late) => {
         if (late.outcome === 'reserved') {
-          store.release({ ...ref, owner }).catch(() => {});
+          store.release({ scope: ref.scope, key: ref.key, owner }).catch(() => {});
         }
       },
     );
@@ -330,101 +315,8 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
   ): Promise<BeginResult> {
     const stored = record.response as StoredResponse;
     const rebuilt = options.rebuildReplay ? await options.rebuildReplay(stored, ref) : undefined;
-    emit({ type: 'replayed', ...ref, status: stored.status, durationMs });
+    emit({ type: 'replayed', scope: ref.scope, key: ref.key, status: stored.status, durationMs });
     return { action: 'replay', response: toReplayResponse(rebuilt ?? stored) };
-  }
-
-  function startExecution(
-    ref: RecordContext,
-    fingerprint: string,
-    owner: string,
-    tookOver: boolean,
-  ): Execution {
-    const controller = new AbortController();
-    let settled = false;
-    let heartbeat: NodeJS.Timeout | undefined;
-    const settle = (): boolean => {
-      if (settled) return false;
-      settled = true;
-      clearInterval(heartbeat);
-      return true;
-    };
-
-    if (heartbeatMs !== undefined) {
-      let renewing = false;
-      heartbeat = setInterval(() => {
-        if (renewing || settled) return;
-        renewing = true;
-        callStore('renewLease', ref, () =>
-          store.renewLease({ ...ref, owner, leaseUntilMs: clock.nowMs() + leaseMs }),
-        ).then(
-          ({ value: renewed, durationMs }) => {
-            renewing = false;
-            if (!renewed && !settled) {
-              clearInterval(heartbeat);
-              emit({ type: 'lease-lost', ...ref, phase: 'heartbeat', durationMs });
-              controller.abort(new Error('the idempotency reservation was lost'));
-            }
-          },
-          () => {
-            // Already reported as a store-error event; the next beat tries again.
-            renewing = false;
-          },
-        );
-      }, heartbeatMs);
-      heartbeat.unref();
-    }
-
-    const prepare = (response: CapturedResponse): StoredResponse | undefined => {
-      if (rule(response.status) === 'release') return undefined;
-      const stored = toStoredResponse(response, { allowHeaders, maxBodyBytes });
-      return options.redact ? options.redact(stored, ref) : stored;
-    };
-
-    const release = async (reason: 'status' | 'aborted', status?: number): Promise<FinishOutcome> => {
-      try {
-        const { durationMs } = await callStore('release', ref, () => store.release({ ...ref, owner }));
-        emit({ type: 'released', ...ref, reason, durationMs, ...(status === undefined ? {} : { status }) });
-        return 'released';
-      } catch {
-        return 'store-error';
-      }
-    };
-
-    return {
-      ...ref,
-      fingerprint,
-      owner,
-      tookOver,
-      signal: controller.signal,
-      prepare,
-      markFinalized(status) {
-        if (settle()) emit({ type: 'finalized', ...ref, status, external: true, durationMs: 0 });
-      },
-      async finish(response) {
-        if (!settle()) return 'already-settled';
-        const stored = prepare(response);
-        if (stored === undefined) {
-          return release('status', response.status);
-        }
-        try {
-          const { value: finalized, durationMs } = await callStore('finalize', ref, () =>
-            store.finalize({ ...ref, owner, response: stored, nowMs: clock.nowMs() }),
-          );
-          if (finalized) {
-            emit({ type: 'finalized', ...ref, status: stored.status, external: false, durationMs });
-            return 'finalized';
-          }
-          emit({ type: 'lease-lost', ...ref, phase: 'finalize', durationMs });
-          return 'lease-lost';
-        } catch {
-          return 'store-error';
-        }
-      },
-      async abort() {
-        if (settle()) await release('aborted');
-      },
-    };
   }
 
   async function waitForOther(
@@ -450,18 +342,27 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
       const { value: result } = await reserve(ref, fingerprint, owner);
       const durationMs = performance.now() - startedMs;
       if (result.outcome === 'reserved') {
-        emit({ type: 'reserved', ...ref, tookOver: result.tookOver, durationMs });
-        return { action: 'execute', execution: startExecution(ref, fingerprint, owner, result.tookOver) };
+        emit({ type: 'reserved', scope: ref.scope, key: ref.key, tookOver: result.tookOver, durationMs });
+        return {
+          action: 'execute',
+          execution: new ReservedExecution(runtime, ref, fingerprint, owner, result.tookOver),
+        };
       }
       if (result.record.fingerprint !== fingerprint) {
-        emit({ type: 'mismatch', ...ref, durationMs });
+        emit({ type: 'mismatch', scope: ref.scope, key: ref.key, durationMs });
         return reused();
       }
       if (result.record.response !== null) {
         return replay(result.record, ref, durationMs);
       }
     }
-    emit({ type: 'conflict', ...ref, waited: true, durationMs: performance.now() - startedMs });
+    emit({
+      type: 'conflict',
+      scope: ref.scope,
+      key: ref.key,
+      waited: true,
+      durationMs: performance.now() - startedMs,
+    });
     return inProgress(wait.timeoutStatus ?? statuses.inProgress);
   }
 
@@ -521,19 +422,22 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
     const startedMs = performance.now();
     const { value: reservation, durationMs } = await reserve(ref, fingerprint, owner);
     if (reservation.outcome === 'reserved') {
-      emit({ type: 'reserved', ...ref, tookOver: reservation.tookOver, durationMs });
-      return { action: 'execute', execution: startExecution(ref, fingerprint, owner, reservation.tookOver) };
+      emit({ type: 'reserved', scope: ref.scope, key: ref.key, tookOver: reservation.tookOver, durationMs });
+      return {
+        action: 'execute',
+        execution: new ReservedExecution(runtime, ref, fingerprint, owner, reservation.tookOver),
+      };
     }
     const { record } = reservation;
     if (record.fingerprint !== fingerprint) {
-      emit({ type: 'mismatch', ...ref, durationMs });
+      emit({ type: 'mismatch', scope: ref.scope, key: ref.key, durationMs });
       return reused();
     }
     if (record.response !== null) {
       return replay(record, ref, durationMs);
     }
     if (inFlight.strategy === 'reject') {
-      emit({ type: 'conflict', ...ref, waited: false, durationMs });
+      emit({ type: 'conflict', scope: ref.scope, key: ref.key, waited: false, durationMs });
       return inProgress(statuses.inProgress);
     }
     return waitForOther(ref, fingerprint, owner, startedMs, signal);

@@ -2,13 +2,10 @@ export {
   type AnswerStatuses,
   type BeginResult,
   createIdempotency,
-  type Execution,
-  type FinishOutcome,
   type Idempotency,
   type IdempotencyOptions,
   type IdempotentRequest,
   type InFlightStrategy,
-  type RecordContext,
 } from './coordinator.js';
 export {
   ErrorCode,
@@ -21,6 +18,7 @@ export {
   StoreUnavailableError,
 } from './errors.js';
 export type { IdempotencyEvent, IdempotencyEventListener, StoreOperation } from './events.js';
+export type { Execution, FinishOutcome, RecordContext } from './execution.js';
 export {
   defaultFinalizationRule,
   type FinalizationAction,

@@ -108,6 +108,24 @@ describe('request fingerprint', () => {
     expect(c).not.toBe(a);
   });
 
+  test.each([
+    [
+      'nested objects and arrays',
+      { b: [{ y: 1, x: [3, { q: null, p: true }] }], a: 'é', c: { '10': 1, '2': 2, z: -0.5 } },
+    ],
+    ['unicode and escaped keys', { é: 1, e: 2, 'a"b': 3, '\u{1F600}': 4, '': 5 }],
+    ['undefined and functions dropped', { a: undefined, b: () => 1, c: [undefined, () => 1] }],
+    [
+      'many distinct keys in many objects (the general path)',
+      Array.from({ length: 300 }, (_, i) => ({ [`k${i}`]: i })),
+    ],
+    ['a Date via toJSON (the general path)', { at: new Date(0), b: 1 }],
+    ['a top-level primitive', 'just a string'],
+  ])('the native and the general canonical JSON agree: %s', (_, body) => {
+    const general = computeFingerprint({ ...base, body }, { excludeFields: ['no.such.field'] });
+    expect(computeFingerprint({ ...base, body })).toBe(general);
+  });
+
   test('canonical JSON matches JSON.stringify semantics, with sorted keys', () => {
     expect(
       canonicalJson({ b: undefined, a: [undefined, 1.5, 'x', null, true], d: new Date(0), c: Number.NaN }),
