@@ -27,7 +27,12 @@ export default defineConfig({
     projects: [
       ...packageDirs.map((dir) => ({
         extends: true as const,
-        test: { name: dir, root: `packages/${dir}`, include: ['test/**/*.test.ts'] },
+        test: {
+          name: dir,
+          root: `packages/${dir}`,
+          include: ['test/**/*.test.ts'],
+          typecheck: { enabled: true, include: ['test/**/*.test-d.ts'], tsconfig: './tsconfig.json' },
+        },
       })),
     ],
   },

@@ -19,7 +19,6 @@ import {
   NEVER_STORED_HEADERS,
   type ReplayResponse,
   toReplayResponse,
-  toStoredResponse,
 } from './response.js';
 import {
   type Clock,

@@ -1,0 +1,57 @@
+// Consumer smoke test: pack every publishable package, install the tarballs into a throwaway project with
+// plain npm, and use them from both ESM and CommonJS, as a user would after `npm install`.
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+const root = new URL('..', import.meta.url).pathname;
+const work = mkdtempSync(join(tmpdir(), 'idem-smoke-'));
+const run = (cmd, args, cwd) =>
+  execFileSync(cmd, args, { cwd, stdio: ['ignore', 'pipe', 'inherit'] }).toString();
+
+try {
+  const tarballs = [];
+  for (const dir of readdirSync(join(root, 'packages'))) {
+    const manifest = JSON.parse(readFileSync(join(root, 'packages', dir, 'package.json'), 'utf8'));
+    if (manifest.private) continue;
+    run('pnpm', ['pack', '--pack-destination', work], join(root, 'packages', dir));
+    tarballs.push(manifest.name);
+  }
+  const files = readdirSync(work).filter((f) => f.endsWith('.tgz'));
+  writeFileSync(join(work, 'package.json'), JSON.stringify({ name: 'smoke', private: true }));
+  run('npm', ['install', '--no-audit', '--no-fund', ...files.map((f) => `./${f}`)], work);
+
+  const esm = `
+import { createIdempotency, isIdemError } from '@idem/core';
+import { createMemoryStore } from '@idem/store-memory';
+import { storeConformance } from '@idem/store-conformance';
+const store = createMemoryStore();
+const idem = createIdempotency({ store });
+const key = '0190b7e2-5a5d-7c3e-8f00-1234567890ab';
+const first = await idem.begin({ method: 'POST', route: '/x', body: { a: 1 }, key });
+if (first.action !== 'execute') throw new Error('expected execute');
+await first.execution.finish({ status: 201, headers: { location: '/x/1' }, body: 'ok' });
+const again = await idem.begin({ method: 'POST', route: '/x', body: { a: 1 }, key });
+if (again.action !== 'replay' || again.response.headers.location !== '/x/1') throw new Error('expected replay');
+if (typeof storeConformance !== 'function' || isIdemError(new Error())) throw new Error('exports');
+await store.close();
+console.log('esm ok');
+`;
+  const cjs = `
+const { createIdempotency, validateUuidV7 } = require('@idem/core');
+const { createMemoryStore } = require('@idem/store-memory');
+const { conformanceGroups } = require('@idem/store-conformance');
+if (!validateUuidV7('0190b7e2-5a5d-7c3e-8f00-1234567890ab').ok) throw new Error('uuid');
+if (Object.keys(conformanceGroups).length < 6) throw new Error('groups');
+createIdempotency({ store: createMemoryStore({ sweepIntervalMs: false }) });
+console.log('cjs ok');
+`;
+  writeFileSync(join(work, 'smoke.mjs'), esm);
+  writeFileSync(join(work, 'smoke.cjs'), cjs);
+  process.stdout.write(run('node', ['smoke.mjs'], work));
+  process.stdout.write(run('node', ['smoke.cjs'], work));
+  console.log(`smoke: ${tarballs.join(', ')} install and load from ESM and CJS`);
+} finally {
+  rmSync(work, { recursive: true, force: true });
+}
