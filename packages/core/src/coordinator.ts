@@ -11,7 +11,7 @@ import {
 import { type IdempotencyEventListener, type StoreOperation, safeListener } from './events.js';
 import { type Execution, type ExecutionRuntime, type RecordContext, ReservedExecution } from './execution.js';
 import { defaultFinalizationRule, type FinalizationRule } from './finalization-rules.js';
-import { computeFingerprint, type FingerprintOptions, type QueryInput } from './fingerprint.js';
+import { computeFingerprint, type FingerprintInput, type FingerprintOptions } from './fingerprint.js';
 import { type KeyFormat, parseIdempotencyKey } from './key-format.js';
 import {
   DEFAULT_MAX_BODY_BYTES,
@@ -115,15 +115,11 @@ export interface IdempotencyOptions {
   readonly onEvent?: IdempotencyEventListener;
 }
 
-/** One request, as an adapter describes it to the coordinator. */
-export interface IdempotentRequest {
-  readonly method: string;
-  /** The route template, or the normalized path. */
-  readonly route: string;
-  readonly query?: QueryInput | undefined;
-  /** The parsed body, or its raw bytes or text. */
-  readonly body?: unknown;
-  readonly contentType?: string | undefined;
+/**
+ * One request, as an adapter describes it to the coordinator: its identity (method, route template, query,
+ * parsed body or raw bytes, content type) plus the key and its scope.
+ */
+export interface IdempotentRequest extends FingerprintInput {
   /** The raw value(s) of the key header; an array of two or more is a repeated header. */
   readonly key: string | readonly string[] | undefined;
   /** Who owns the key; keys in different scopes are unrelated. @default '' */
