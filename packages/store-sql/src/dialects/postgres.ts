@@ -1,0 +1,71 @@
+import type { PurgeParams, ReserveParams } from '@idem/core';
+import { type SQL, sql } from 'drizzle-orm';
+import type { PgDatabase } from 'drizzle-orm/pg-core';
+import type { RawRow } from '../row.js';
+import { columnList } from '../statements.js';
+import type { Dialect } from './dialect.js';
+
+// biome-ignore lint/suspicious/noExplicitAny: any node-postgres, PGlite or other PostgreSQL Drizzle database.
+export type PgDb = PgDatabase<any, any, any>;
+
+/** node-postgres reports `rowCount`; PGlite reports `affectedRows`. */
+interface PgResult {
+  rows: RawRow[];
+  rowCount?: number | null;
+  affectedRows?: number;
+}
+
+const id = sql.identifier;
+
+/** The one upsert that decides every case of reserve, shared with SQLite (same ON CONFLICT grammar). */
+export function upsertReserve(table: string, p: ReserveParams, bool: (value: boolean) => unknown): SQL {
+  const expired = sql`${id('cur')}.${id('expires_at_ms')} <= ${p.nowMs}`;
+  return sql`INSERT INTO ${id(table)} AS ${id('cur')} (${columnList})
+    VALUES (${p.scope}, ${p.key}, ${p.fingerprint}, ${p.owner}, ${p.leaseUntilMs}, NULL, NULL, NULL, ${bool(false)},
+      ${p.nowMs}, ${p.nowMs}, ${p.expiresAtMs})
+    ON CONFLICT (${id('scope')}, ${id('idem_key')}) DO UPDATE SET
+      ${id('fingerprint')} = excluded.${id('fingerprint')},
+      ${id('owner')} = excluded.${id('owner')},
+      ${id('lease_until_ms')} = excluded.${id('lease_until_ms')},
+      ${id('response_status')} = NULL,
+      ${id('response_headers')} = NULL,
+      ${id('response_body')} = NULL,
+      ${id('body_omitted')} = excluded.${id('body_omitted')},
+      ${id('created_at_ms')} = CASE WHEN ${expired} THEN excluded.${id('created_at_ms')} ELSE ${id('cur')}.${id('created_at_ms')} END,
+      ${id('expires_at_ms')} = CASE WHEN ${expired} THEN excluded.${id('expires_at_ms')} ELSE ${id('cur')}.${id('expires_at_ms')} END,
+      ${id('updated_at_ms')} = excluded.${id('updated_at_ms')}
+    WHERE ${expired}
+      OR (${id('cur')}.${id('response_status')} IS NULL
+        AND ${id('cur')}.${id('lease_until_ms')} <= ${p.nowMs}
+        AND ${id('cur')}.${id('fingerprint')} = excluded.${id('fingerprint')})
+    RETURNING ${columnList}`;
+}
+
+export const postgres: Dialect<PgDb> = {
+  name: 'postgres',
+  async rows(db, statement) {
+    return ((await db.execute(statement)) as unknown as PgResult).rows;
+  },
+  async affected(db, statement) {
+    const result = (await db.execute(statement)) as unknown as PgResult;
+    return result.rowCount ?? result.affectedRows ?? 0;
+  },
+  bool: (value) => value,
+  async reserve(db, table, params) {
+    // One statement, atomic under any concurrency: the insert wins outright, or the conflicting row is
+    // locked and the WHERE re-checked against its latest version (replace if expired, take over if the
+    // lease lapsed with the same fingerprint). No row comes back when the record stays as it is.
+    const [row] = await this.rows(db, upsertReserve(table, params, this.bool));
+    return row;
+  },
+  async purge(db, table, { beforeMs, limit }: PurgeParams) {
+    // A bounded batch picked by primary key; SKIP LOCKED lets purgers on many nodes share the work
+    // without waiting on each other's rows.
+    return this.affected(
+      db,
+      sql`DELETE FROM ${id(table)} WHERE (${id('scope')}, ${id('idem_key')}) IN (
+        SELECT ${id('scope')}, ${id('idem_key')} FROM ${id(table)}
+        WHERE ${id('expires_at_ms')} < ${beforeMs} LIMIT ${limit} FOR UPDATE SKIP LOCKED)`,
+    );
+  },
+};

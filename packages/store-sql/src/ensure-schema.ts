@@ -1,0 +1,64 @@
+import { sql } from 'drizzle-orm';
+import type { MySqlDb } from './dialects/mysql.js';
+import type { PgDb } from './dialects/postgres.js';
+import type { SqliteDb } from './dialects/sqlite.js';
+import { migrations } from './migrations.generated.js';
+import { checkTableName, DEFAULT_TABLE } from './table-name.js';
+
+export type EnsureSchemaOptions =
+  | { readonly dialect: 'postgres'; readonly table?: string }
+  | { readonly dialect: 'mysql'; readonly table?: string }
+  | { readonly dialect: 'sqlite'; readonly table?: string };
+
+/**
+ * The DDL that creates the records table and its expiry index under `table`: the shipped drizzle-kit
+ * migration, renamed, with `IF NOT EXISTS` so that it can run on every start.
+ */
+export function schemaStatements(dialect: EnsureSchemaOptions['dialect'], table = DEFAULT_TABLE): string[] {
+  const name = checkTableName(table);
+  return migrations[dialect]
+    .flatMap((file) => file.split('--> statement-breakpoint'))
+    .map((statement) =>
+      statement
+        .trim()
+        .replaceAll(DEFAULT_TABLE, name)
+        .replace(/^CREATE TABLE /, 'CREATE TABLE IF NOT EXISTS ')
+        .replace(/^CREATE INDEX /, 'CREATE INDEX IF NOT EXISTS '),
+    )
+    .filter((statement) => statement !== '');
+}
+
+// Errors that mean "another node created it first": PostgreSQL duplicate_table / unique_violation (two
+// CREATE TABLE IF NOT EXISTS racing on the catalog), MySQL duplicate key name (MySQL 8 has no
+// CREATE INDEX IF NOT EXISTS).
+const ALREADY_THERE = new Set(['42P07', '23505', 'ER_DUP_KEYNAME', 'ER_TABLE_EXISTS_ERROR']);
+
+function alreadyThere(error: unknown): boolean {
+  for (let e: unknown = error; typeof e === 'object' && e !== null; e = (e as { cause?: unknown }).cause) {
+    if (ALREADY_THERE.has(String((e as { code?: unknown }).code))) return true;
+  }
+  return false;
+}
+
+/**
+ * Create the records table and its index if they do not exist. Explicit and async: call it at start-up or
+ * from your migration step, never implicitly. Safe to run from many nodes at once.
+ */
+export async function ensureSchema(
+  db: PgDb | MySqlDb | SqliteDb,
+  options: EnsureSchemaOptions,
+): Promise<void> {
+  for (const statement of schemaStatements(options.dialect, options.table)) {
+    const query = sql.raw(
+      options.dialect === 'mysql'
+        ? statement.replace('CREATE INDEX IF NOT EXISTS', 'CREATE INDEX')
+        : statement,
+    );
+    try {
+      if (options.dialect === 'sqlite') (db as SqliteDb).run(query);
+      else await (db as PgDb | MySqlDb).execute(query);
+    } catch (error) {
+      if (!alreadyThere(error)) throw error;
+    }
+  }
+}

@@ -1,0 +1,7 @@
+import { storeConformance } from '@idem/store-conformance';
+import { describe, test } from 'vitest';
+import { pgliteFactory } from './support/backends.js';
+
+describe('PGlite (PostgreSQL in WebAssembly)', () => {
+  storeConformance({ describe, test }, pgliteFactory());
+});

@@ -1,0 +1,11 @@
+import { storeConformance } from '@idem/store-conformance';
+import { describe, test } from 'vitest';
+import { makeSqliteFileStore, makeSqliteMemoryStore } from './support/backends.js';
+
+describe('SQLite file (better-sqlite3, a connection per instance)', () => {
+  storeConformance({ describe, test }, makeSqliteFileStore);
+});
+
+describe('SQLite in memory (better-sqlite3)', () => {
+  storeConformance({ describe, test }, makeSqliteMemoryStore);
+});

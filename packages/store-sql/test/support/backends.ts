@@ -1,0 +1,147 @@
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { PGlite } from '@electric-sql/pglite';
+import type { StoreUnderTest } from '@idem/store-conformance';
+import { createSqlStore, ensureSchema } from '@idem/store-sql';
+import Database from 'better-sqlite3';
+import { sql } from 'drizzle-orm';
+import { drizzle as sqliteDrizzle } from 'drizzle-orm/better-sqlite3';
+import { drizzle as mysqlDrizzle } from 'drizzle-orm/mysql2';
+import { drizzle as pgDrizzle } from 'drizzle-orm/node-postgres';
+import { drizzle as pgliteDrizzle } from 'drizzle-orm/pglite';
+import mysql from 'mysql2/promise';
+import pg from 'pg';
+
+export const PG_URL = process.env.PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+export const MYSQL_URL = process.env.MYSQL_URL ?? 'mysql://root@127.0.0.1:3306/test';
+
+/** A table name no other test or run uses. */
+export const uniqueTable = (): string => `idem_t_${randomBytes(6).toString('hex')}`;
+
+/**
+ * Whether a database server answers. Under CI=true a missing server is a failure, never a skip; elsewhere
+ * the suite is skipped with the reason printed.
+ */
+export async function serverAvailable(name: string, probe: () => Promise<unknown>): Promise<boolean> {
+  try {
+    await probe();
+    return true;
+  } catch (error) {
+    const reason = `${name} is not reachable (${(error as Error).message})`;
+    if (process.env.CI === 'true') throw new Error(`${reason}; under CI=true every database suite must run`);
+    console.warn(`skipping the ${name} suites: ${reason}`);
+    return false;
+  }
+}
+
+export const pgUp = () =>
+  serverAvailable('PostgreSQL', async () => {
+    const client = new pg.Client({ connectionString: PG_URL, connectionTimeoutMillis: 3_000 });
+    await client.connect();
+    await client.end();
+  });
+
+export const mysqlUp = () =>
+  serverAvailable('MariaDB/MySQL', async () => {
+    const connection = await mysql.createConnection({ uri: MYSQL_URL, connectTimeout: 3_000 });
+    await connection.end();
+  });
+
+/** A fresh table on PostgreSQL; `connect` opens a second pool on the same table, as another node would. */
+export async function makePgStore(): Promise<StoreUnderTest> {
+  const table = uniqueTable();
+  const pool = new pg.Pool({ connectionString: PG_URL, max: 4 });
+  const db = pgDrizzle(pool);
+  await ensureSchema(db, { dialect: 'postgres', table });
+  return {
+    store: createSqlStore(db, { dialect: 'postgres', table }),
+    async connect() {
+      const other = new pg.Pool({ connectionString: PG_URL, max: 4 });
+      return {
+        ...createSqlStore(pgDrizzle(other), { dialect: 'postgres', table }),
+        close: () => other.end(),
+      };
+    },
+    async cleanup() {
+      await db.execute(sql`DROP TABLE IF EXISTS ${sql.identifier(table)}`);
+      await pool.end();
+    },
+  };
+}
+
+/** A fresh table on MariaDB/MySQL, with a second pool per `connect`. */
+export function makeMysqlStore(options: { returning?: boolean } = {}) {
+  return async (): Promise<StoreUnderTest> => {
+    const table = uniqueTable();
+    const pool = mysql.createPool({ uri: MYSQL_URL, connectionLimit: 4 });
+    const db = mysqlDrizzle(pool);
+    await ensureSchema(db, { dialect: 'mysql', table });
+    const storeOptions = { dialect: 'mysql' as const, table, ...options };
+    return {
+      store: createSqlStore(db, storeOptions),
+      async connect() {
+        const other = mysql.createPool({ uri: MYSQL_URL, connectionLimit: 4 });
+        return { ...createSqlStore(mysqlDrizzle(other), storeOptions), close: () => other.end() };
+      },
+      async cleanup() {
+        await db.execute(sql`DROP TABLE IF EXISTS ${sql.identifier(table)}`);
+        await pool.end();
+      },
+    };
+  };
+}
+
+/** A fresh SQLite file; `connect` opens another connection to the same file. */
+export async function makeSqliteFileStore(): Promise<StoreUnderTest> {
+  const dir = mkdtempSync(join(tmpdir(), 'idem-sqlite-'));
+  const file = join(dir, 'idem.db');
+  const open = () => {
+    const connection = new Database(file, { timeout: 10_000 });
+    connection.pragma('journal_mode = WAL');
+    return connection;
+  };
+  const connection = open();
+  const db = sqliteDrizzle(connection);
+  await ensureSchema(db, { dialect: 'sqlite' });
+  const opened = [connection];
+  return {
+    store: createSqlStore(db, { dialect: 'sqlite' }),
+    async connect() {
+      const other = open();
+      opened.push(other);
+      return {
+        ...createSqlStore(sqliteDrizzle(other), { dialect: 'sqlite' }),
+        close: async () => void other.close(),
+      };
+    },
+    async cleanup() {
+      for (const c of opened) if (c.open) c.close();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** An in-memory SQLite database: one connection, so no `connect`. */
+export async function makeSqliteMemoryStore(): Promise<StoreUnderTest> {
+  const connection = new Database(':memory:');
+  const db = sqliteDrizzle(connection);
+  await ensureSchema(db, { dialect: 'sqlite' });
+  return { store: createSqlStore(db, { dialect: 'sqlite' }), cleanup: async () => void connection.close() };
+}
+
+/** One PGlite instance shared by a file's tests (it takes a while to start); a fresh table per test. */
+export function pgliteFactory() {
+  let shared: Promise<PGlite> | undefined;
+  return async (): Promise<StoreUnderTest> => {
+    shared ??= PGlite.create();
+    const db = pgliteDrizzle(await shared);
+    const table = uniqueTable();
+    await ensureSchema(db, { dialect: 'postgres', table });
+    return {
+      store: createSqlStore(db, { dialect: 'postgres', table }),
+      cleanup: async () => void (await db.execute(sql`DROP TABLE ${sql.identifier(table)}`)),
+    };
+  };
+}
