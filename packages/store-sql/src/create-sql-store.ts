@@ -1,6 +1,12 @@
-import type { FinalizeParams, IdempotencyStore, ReserveResult } from '@idem/core';
+import type {
+  FinalizeParams,
+  IdempotencyRecord,
+  IdempotencyStore,
+  ReserveParams,
+  ReserveResult,
+} from '@idem/core';
 import type { Dialect } from './dialects/dialect.js';
-import { type MySqlDb, mysqlDialect } from './dialects/mysql.js';
+import { type MySqlDb, mysql } from './dialects/mysql.js';
 import { type PgDb, postgres } from './dialects/postgres.js';
 import { type SqliteDb, sqlite, sqliteSync } from './dialects/sqlite.js';
 import { checkRef, checkReserve, checkResponse } from './limits.js';
@@ -20,8 +26,6 @@ export interface PgStoreOptions extends SqlStoreOptions {
 }
 export interface MySqlStoreOptions extends SqlStoreOptions {
   readonly dialect: 'mysql';
-  /** Use INSERT … RETURNING (MariaDB ≥ 10.5). @default detected from the server version */
-  readonly returning?: boolean;
 }
 export interface SqliteStoreOptions extends SqlStoreOptions {
   readonly dialect: 'sqlite';
@@ -78,7 +82,7 @@ export function createSqlStore(
     case 'postgres':
       return build(postgres, db as PgDb, table, maxBodyBytes);
     case 'mysql':
-      return build(mysqlDialect({ returning: options.returning }), db as MySqlDb, table, maxBodyBytes);
+      return build(mysql, db as MySqlDb, table, maxBodyBytes);
     case 'sqlite': {
       const store = build(sqlite, db as SqliteDb, table, maxBodyBytes);
       return {
@@ -94,26 +98,42 @@ export function createSqlStore(
   }
 }
 
+/** The record a successful insert or replacement leaves: exactly the caller's parameters. */
+function createdRecord(p: ReserveParams): IdempotencyRecord {
+  return {
+    scope: p.scope,
+    key: p.key,
+    fingerprint: p.fingerprint,
+    owner: p.owner,
+    leaseUntilMs: p.leaseUntilMs,
+    response: null,
+    createdAtMs: p.nowMs,
+    expiresAtMs: p.expiresAtMs,
+  };
+}
+
 function finalize<Db>(dialect: Dialect<Db>, table: string, params: FinalizeParams, headers: string) {
   const { body, bodyOmitted } = params.response;
   return finalizeStatement(table, params, headers, toBuffer(body), dialect.bool(bodyOmitted === true));
 }
 
 function build<Db>(dialect: Dialect<Db>, db: Db, table: string, maxBodyBytes: number): SqlStore<Db, unknown> {
-  async function reserve(params: Parameters<IdempotencyStore['reserve']>[0]): Promise<ReserveResult> {
+  async function reserve(params: ReserveParams): Promise<ReserveResult> {
     checkReserve(params);
-    // Each round is one atomic statement; a second read is needed only when the record stays as it is.
-    // The loop covers a record deleted between the two (released or purged): the next round reserves it.
+    // Each round is one atomic statement; a second read is needed only when the record stays as it is (or,
+    // on MySQL, was taken over). The loop covers a record deleted between the two (released or purged).
     for (let attempt = 0; attempt < RESERVE_ATTEMPTS; attempt++) {
-      const owned = await dialect.reserve(db, table, params);
-      if (owned !== undefined) {
-        const record = toRecord(owned);
-        // A replaced or new record starts now; a taken-over one keeps its creation time, which is earlier
-        // (its lease, which began at creation, has run out by now).
-        return { outcome: 'reserved', record, tookOver: record.createdAtMs !== params.nowMs };
+      const outcome = await dialect.reserve(db, table, params);
+      if (outcome.kind === 'created') {
+        return { outcome: 'reserved', record: createdRecord(params), tookOver: false };
       }
-      const [current] = await dialect.rows(db, loadStatement(table, params));
-      if (current !== undefined) return { outcome: 'exists', record: toRecord(current) };
+      const row = outcome.row ?? (await dialect.rows(db, loadStatement(table, params)))[0];
+      if (row === undefined) continue; // released or purged in between: try again
+      const record = toRecord(row);
+      if (outcome.kind === 'exists') return { outcome: 'exists', record };
+      // Taken over; a dialect that had to read the row back checks it is still ours.
+      if (record.owner === params.owner) return { outcome: 'reserved', record, tookOver: true };
+      return { outcome: 'exists', record };
     }
     throw new Error(`reserve did not settle after ${RESERVE_ATTEMPTS} attempts (the record keeps changing)`);
   }

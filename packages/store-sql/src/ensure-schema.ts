@@ -56,7 +56,7 @@ export async function ensureSchema(
     );
     try {
       if (options.dialect === 'sqlite') (db as SqliteDb).run(query);
-      else await (db as PgDb | MySqlDb).execute(query);
+      else await (db as PgDb).execute(query); // PostgreSQL and MySQL Drizzle databases both execute SQL
     } catch (error) {
       if (!alreadyThere(error)) throw error;
     }

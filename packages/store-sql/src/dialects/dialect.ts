@@ -2,6 +2,15 @@ import type { PurgeParams, ReserveParams } from '@idem/core';
 import type { SQL } from 'drizzle-orm';
 import type { RawRow } from '../row.js';
 
+/**
+ * What one reserve statement did: `created` (inserted, or replaced an expired record: the record is exactly
+ * the caller's parameters), `tookOver` (the caller now owns a record whose lease lapsed) or `exists` (nothing
+ * changed). `row` is the record as it now stands when the statement returned it.
+ */
+export type ReserveOutcome =
+  | { readonly kind: 'created' }
+  | { readonly kind: 'tookOver' | 'exists'; readonly row?: RawRow | undefined };
+
 /** What differs between databases: how to run a statement, a few value encodings, reserve and purge. */
 export interface Dialect<Db> {
   readonly name: 'postgres' | 'mysql' | 'sqlite';
@@ -11,7 +20,7 @@ export interface Dialect<Db> {
   affected(db: Db, statement: SQL): Promise<number>;
   /** How a boolean is bound. */
   bool(value: boolean): unknown;
-  /** Run the single reserve statement; the row it leaves when the caller now owns the record, else undefined. */
-  reserve(db: Db, table: string, params: ReserveParams): Promise<RawRow | undefined>;
+  /** Run the single reserve statement and say what it did. */
+  reserve(db: Db, table: string, params: ReserveParams): Promise<ReserveOutcome>;
   purge(db: Db, table: string, params: PurgeParams): Promise<number>;
 }

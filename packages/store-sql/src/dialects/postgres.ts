@@ -3,7 +3,7 @@ import { type SQL, sql } from 'drizzle-orm';
 import type { PgDatabase } from 'drizzle-orm/pg-core';
 import type { RawRow } from '../row.js';
 import { columnList } from '../statements.js';
-import type { Dialect } from './dialect.js';
+import type { Dialect, ReserveOutcome } from './dialect.js';
 
 // biome-ignore lint/suspicious/noExplicitAny: any node-postgres, PGlite or other PostgreSQL Drizzle database.
 export type PgDb = PgDatabase<any, any, any>;
@@ -41,6 +41,16 @@ export function upsertReserve(table: string, p: ReserveParams, bool: (value: boo
     RETURNING ${columnList}`;
 }
 
+/**
+ * Read what the upsert did from the row it returned: none when the record stayed as it was; a new or replaced
+ * record starts now, while a taken-over one keeps its creation time, which is earlier (the lease it held
+ * began at creation and has run out).
+ */
+export function outcomeOf(row: RawRow | undefined, params: ReserveParams): ReserveOutcome {
+  if (row === undefined) return { kind: 'exists' };
+  return Number(row.created_at_ms) === params.nowMs ? { kind: 'created' } : { kind: 'tookOver', row };
+}
+
 export const postgres: Dialect<PgDb> = {
   name: 'postgres',
   async rows(db, statement) {
@@ -55,8 +65,7 @@ export const postgres: Dialect<PgDb> = {
     // One statement, atomic under any concurrency: the insert wins outright, or the conflicting row is
     // locked and the WHERE re-checked against its latest version (replace if expired, take over if the
     // lease lapsed with the same fingerprint). No row comes back when the record stays as it is.
-    const [row] = await this.rows(db, upsertReserve(table, params, this.bool));
-    return row;
+    return outcomeOf((await this.rows(db, upsertReserve(table, params, this.bool)))[0], params);
   },
   async purge(db, table, { beforeMs, limit }: PurgeParams) {
     // A bounded batch picked by primary key; SKIP LOCKED lets purgers on many nodes share the work

@@ -72,13 +72,13 @@ export async function makePgStore(): Promise<StoreUnderTest> {
 }
 
 /** A fresh table on MariaDB/MySQL, with a second pool per `connect`. */
-export function makeMysqlStore(options: { returning?: boolean } = {}) {
+export function makeMysqlStore() {
   return async (): Promise<StoreUnderTest> => {
     const table = uniqueTable();
     const pool = mysql.createPool({ uri: MYSQL_URL, connectionLimit: 4 });
     const db = mysqlDrizzle(pool);
     await ensureSchema(db, { dialect: 'mysql', table });
-    const storeOptions = { dialect: 'mysql' as const, table, ...options };
+    const storeOptions = { dialect: 'mysql' as const, table };
     return {
       store: createSqlStore(db, storeOptions),
       async connect() {
