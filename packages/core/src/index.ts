@@ -38,6 +38,7 @@ export {
   purgeExpiredInBatches,
   startPurgeScheduler,
 } from './purge-scheduler.js';
+export { decideReservation, newReservation } from './reservation.js';
 export {
   BODY_OMITTED_HEADER,
   type CapturedResponse,

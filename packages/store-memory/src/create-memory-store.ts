@@ -1,7 +1,9 @@
 import {
   type Clock,
+  decideReservation,
   type IdempotencyRecord,
   type IdempotencyStore,
+  newReservation,
   type ReserveParams,
   type ReserveResult,
   systemClock,
@@ -99,35 +101,15 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): MemoryStore
   const reserve = (params: ReserveParams): ReserveResult => {
     const id = idOf(params.scope, params.key);
     const existing = inFlight.get(id) ?? completed.get(id);
-    if (existing === undefined || existing.expiresAtMs <= params.nowMs) {
-      completed.delete(id);
-      const record: IdempotencyRecord = {
-        scope: params.scope,
-        key: params.key,
-        fingerprint: params.fingerprint,
-        owner: params.owner,
-        leaseUntilMs: params.leaseUntilMs,
-        response: null,
-        createdAtMs: params.nowMs,
-        expiresAtMs: params.expiresAtMs,
-      };
-      inFlight.set(id, record);
-      return { outcome: 'reserved', record, tookOver: false };
-    }
-    if (
-      existing.response === null &&
-      existing.leaseUntilMs <= params.nowMs &&
-      existing.fingerprint === params.fingerprint
-    ) {
-      const record: IdempotencyRecord = {
-        ...existing,
-        owner: params.owner,
-        leaseUntilMs: params.leaseUntilMs,
-      };
-      inFlight.set(id, record);
-      return { outcome: 'reserved', record, tookOver: true };
-    }
-    return { outcome: 'exists', record: existing };
+    const decision = decideReservation(existing, params);
+    if (existing !== undefined && decision === 'keep') return { outcome: 'exists', record: existing };
+    const record =
+      existing !== undefined && decision === 'take-over'
+        ? { ...existing, owner: params.owner, leaseUntilMs: params.leaseUntilMs }
+        : newReservation(params);
+    completed.delete(id);
+    inFlight.set(id, record);
+    return { outcome: 'reserved', record, tookOver: decision === 'take-over' };
   };
 
   /** The in-flight record of (scope, key) if `owner` holds it. */

@@ -1,9 +1,9 @@
-import type {
-  FinalizeParams,
-  IdempotencyRecord,
-  IdempotencyStore,
-  ReserveParams,
-  ReserveResult,
+import {
+  type FinalizeParams,
+  type IdempotencyStore,
+  newReservation,
+  type ReserveParams,
+  type ReserveResult,
 } from '@idem/core';
 import type { Dialect } from './dialects/dialect.js';
 import { type MySqlDb, mysql } from './dialects/mysql.js';
@@ -98,20 +98,6 @@ export function createSqlStore(
   }
 }
 
-/** The record a successful insert or replacement leaves: exactly the caller's parameters. */
-function createdRecord(p: ReserveParams): IdempotencyRecord {
-  return {
-    scope: p.scope,
-    key: p.key,
-    fingerprint: p.fingerprint,
-    owner: p.owner,
-    leaseUntilMs: p.leaseUntilMs,
-    response: null,
-    createdAtMs: p.nowMs,
-    expiresAtMs: p.expiresAtMs,
-  };
-}
-
 function finalize<Db>(dialect: Dialect<Db>, table: string, params: FinalizeParams, headers: string) {
   const { body, bodyOmitted } = params.response;
   return finalizeStatement(table, params, headers, toBuffer(body), dialect.bool(bodyOmitted === true));
@@ -125,7 +111,7 @@ function build<Db>(dialect: Dialect<Db>, db: Db, table: string, maxBodyBytes: nu
     for (let attempt = 0; attempt < RESERVE_ATTEMPTS; attempt++) {
       const outcome = await dialect.reserve(db, table, params);
       if (outcome.kind === 'created') {
-        return { outcome: 'reserved', record: createdRecord(params), tookOver: false };
+        return { outcome: 'reserved', record: newReservation(params), tookOver: false };
       }
       const row = outcome.row ?? (await dialect.rows(db, loadStatement(table, params)))[0];
       if (row === undefined) continue; // released or purged in between: try again

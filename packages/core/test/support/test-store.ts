@@ -1,4 +1,10 @@
-import type { IdempotencyRecord, IdempotencyStore, StoreOperation } from '@idem/core';
+import {
+  decideReservation,
+  type IdempotencyRecord,
+  type IdempotencyStore,
+  newReservation,
+  type StoreOperation,
+} from '@idem/core';
 
 type Operation = Exclude<StoreOperation, never>;
 
@@ -29,30 +35,14 @@ export function createTestStore() {
     async reserve(p) {
       await enter('reserve');
       const existing = records.get(id(p.scope, p.key));
-      if (existing === undefined || existing.expiresAtMs <= p.nowMs) {
-        const record: IdempotencyRecord = {
-          scope: p.scope,
-          key: p.key,
-          fingerprint: p.fingerprint,
-          owner: p.owner,
-          leaseUntilMs: p.leaseUntilMs,
-          response: null,
-          createdAtMs: p.nowMs,
-          expiresAtMs: p.expiresAtMs,
-        };
-        records.set(id(p.scope, p.key), record);
-        return { outcome: 'reserved', record, tookOver: false };
-      }
-      if (
-        existing.response === null &&
-        existing.leaseUntilMs <= p.nowMs &&
-        existing.fingerprint === p.fingerprint
-      ) {
-        const record = { ...existing, owner: p.owner, leaseUntilMs: p.leaseUntilMs };
-        records.set(id(p.scope, p.key), record);
-        return { outcome: 'reserved', record, tookOver: true };
-      }
-      return { outcome: 'exists', record: existing };
+      const decision = decideReservation(existing, p);
+      if (existing !== undefined && decision === 'keep') return { outcome: 'exists', record: existing };
+      const tookOver = existing !== undefined && decision === 'take-over';
+      const record = tookOver
+        ? { ...existing, owner: p.owner, leaseUntilMs: p.leaseUntilMs }
+        : newReservation(p);
+      records.set(id(p.scope, p.key), record);
+      return { outcome: 'reserved', record, tookOver };
     },
     async load({ scope, key }) {
       await enter('load');

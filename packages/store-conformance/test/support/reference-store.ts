@@ -1,32 +1,24 @@
-import type { IdempotencyRecord, IdempotencyStore, ReserveParams, ReserveResult } from '@idem/core';
+import {
+  decideReservation,
+  type IdempotencyRecord,
+  type IdempotencyStore,
+  newReservation,
+  type ReserveParams,
+  type ReserveResult,
+} from '@idem/core';
 
 /** The decision every correct reserve makes, given what is there now. */
 export function decideReserve(existing: IdempotencyRecord | undefined, p: ReserveParams): ReserveResult {
-  if (existing === undefined || existing.expiresAtMs <= p.nowMs) {
-    const record: IdempotencyRecord = {
-      scope: p.scope,
-      key: p.key,
-      fingerprint: p.fingerprint,
-      owner: p.owner,
-      leaseUntilMs: p.leaseUntilMs,
-      response: null,
-      createdAtMs: p.nowMs,
-      expiresAtMs: p.expiresAtMs,
-    };
-    return { outcome: 'reserved', record, tookOver: false };
-  }
-  if (
-    existing.response === null &&
-    existing.leaseUntilMs <= p.nowMs &&
-    existing.fingerprint === p.fingerprint
-  ) {
+  const decision = decideReservation(existing, p);
+  if (existing !== undefined && decision === 'keep') return { outcome: 'exists', record: existing };
+  if (existing !== undefined && decision === 'take-over') {
     return {
       outcome: 'reserved',
       record: { ...existing, owner: p.owner, leaseUntilMs: p.leaseUntilMs },
       tookOver: true,
     };
   }
-  return { outcome: 'exists', record: existing };
+  return { outcome: 'reserved', record: newReservation(p), tookOver: false };
 }
 
 /**

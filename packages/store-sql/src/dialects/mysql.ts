@@ -1,8 +1,8 @@
-import type { PurgeParams, ReserveParams } from '@idem/core';
+import { decideReservation, type PurgeParams, type ReserveParams } from '@idem/core';
 import { type SQL, sql } from 'drizzle-orm';
 import type { MySqlDatabase } from 'drizzle-orm/mysql-core';
-import type { RawRow } from '../row.js';
-import { columnList } from '../statements.js';
+import { type RawRow, toRecord } from '../row.js';
+import { columnList, loadStatement } from '../statements.js';
 import type { Dialect, ReserveOutcome } from './dialect.js';
 
 // biome-ignore lint/suspicious/noExplicitAny: any mysql2 Drizzle database.
@@ -33,14 +33,26 @@ const EXISTS = 4;
  * taken over. Every later assignment asks "is the owner ours now?" (owner tokens are unique per attempt);
  * the two that depend on expiry come last, before `expires_at_ms` itself changes.
  */
+function insertReservation(table: string, p: ReserveParams): SQL {
+  return sql`INSERT INTO ${id(table)} (${columnList})
+    VALUES (${p.scope}, ${p.key}, ${p.fingerprint}, ${p.owner}, ${p.leaseUntilMs}, NULL, NULL, NULL, FALSE,
+      ${p.nowMs}, ${p.nowMs}, ${p.expiresAtMs})`;
+}
+
+/** MySQL's ER_DUP_ENTRY, wherever Drizzle put the driver's error. */
+function isDuplicateKey(error: unknown): boolean {
+  for (let e: unknown = error; typeof e === 'object' && e !== null; e = (e as { cause?: unknown }).cause) {
+    if ((e as { code?: unknown }).code === 'ER_DUP_ENTRY') return true;
+  }
+  return false;
+}
+
 function upsertReserve(table: string, p: ReserveParams): SQL {
   const ours = sql`${id('owner')} <=> VALUES(${id('owner')})`;
   const expired = sql`${id('expires_at_ms')} <= ${p.nowMs}`;
   const keepUnlessOurs = (name: string, value: SQL) => sql`${id(name)} = IF(${ours}, ${value}, ${id(name)})`;
   const outcome = sql`LAST_INSERT_ID(IF(${ours}, IF(${expired}, ${REPLACED}, ${TOOK_OVER}), ${EXISTS}))`;
-  return sql`INSERT INTO ${id(table)} (${columnList})
-    VALUES (${p.scope}, ${p.key}, ${p.fingerprint}, ${p.owner}, ${p.leaseUntilMs}, NULL, NULL, NULL, FALSE,
-      ${p.nowMs}, ${p.nowMs}, ${p.expiresAtMs})
+  return sql`${insertReservation(table, p)}
     ON DUPLICATE KEY UPDATE
       ${id('owner')} = IF(${expired}
         OR (${id('response_status')} IS NULL AND ${id('lease_until_ms')} <= ${p.nowMs}
@@ -72,6 +84,18 @@ export const mysql: Dialect<MySqlDb> = {
   },
   bool: (value) => value,
   async reserve(db, table, params): Promise<ReserveOutcome> {
+    // A fresh key, the common case, is a plain INSERT: under concurrency InnoDB runs it markedly faster than
+    // the upsert below (which takes next-key locks). A duplicate costs one read, and answers `exists` at
+    // once when the record is clearly not ours to take; only an expired or lapsed record needs the upsert.
+    try {
+      await db.execute(insertReservation(table, params));
+      return { kind: 'created' };
+    } catch (error) {
+      if (!isDuplicateKey(error)) throw error;
+    }
+    const [row] = await this.rows(db, loadStatement(table, params));
+    if (row !== undefined && decideReservation(toRecord(row), params) === 'keep')
+      return { kind: 'exists', row };
     const [header] = (await db.execute(upsertReserve(table, params))) as unknown as [ResultHeader];
     switch (header.insertId) {
       case 0:
