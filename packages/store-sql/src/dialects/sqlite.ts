@@ -31,7 +31,10 @@ function prepared(db: SqliteDb, statement: SQL): [PreparedStatement, unknown[]] 
   const connection = client as Connection;
   const query = renderer.sqlToQuery(statement);
   let cache = cachedStatements.get(connection);
-  if (cache === undefined) cachedStatements.set(connection, (cache = new Map()));
+  if (cache === undefined) {
+    cache = new Map();
+    cachedStatements.set(connection, cache);
+  }
   let compiled = cache.get(query.sql);
   if (compiled === undefined) {
     if (cache.size >= MAX_CACHED) cache.clear();
