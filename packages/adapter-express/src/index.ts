@@ -1,0 +1,1 @@
+export { type ExpressIdempotencyOptions, idempotency } from './idempotency.js';

@@ -1,0 +1,6 @@
+export {
+  type FastifyIdempotencyOptions,
+  idempotency,
+  idempotency as default,
+  type RouteIdempotencyOptions,
+} from './plugin.js';
