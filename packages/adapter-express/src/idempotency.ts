@@ -49,7 +49,10 @@ export function idempotency(options: ExpressIdempotencyOptions): RequestHandler 
   const format = options.formatError ?? ((error: IdemError) => error.toJSON());
 
   const reject = (error: IdemError, req: Request, res: Response, next: NextFunction): void => {
-    if (options.errors === 'next') return next(error);
+    if (options.errors === 'next') {
+      next(error);
+      return;
+    }
     res.statusCode = error.status;
     for (const [name, value] of Object.entries(error.headers)) res.setHeader(name, value);
     res.setHeader('content-type', 'application/json; charset=utf-8');
@@ -71,7 +74,8 @@ export function idempotency(options: ExpressIdempotencyOptions): RequestHandler 
         query: req.query as Record<string, unknown>,
         body: req.body,
         contentType: req.headers['content-type'],
-        key: req.headersDistinct?.[header] ?? req.headers[header],
+        // Node joins a repeated header with ", "; a comma is never valid in a key, so that is rejected as is.
+        key: req.headers[header],
         scope: options.scope?.(req),
         signal,
       })

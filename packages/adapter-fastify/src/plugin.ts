@@ -87,7 +87,8 @@ const idempotencyPlugin: FastifyPluginAsync<FastifyIdempotencyOptions> = async (
       query: request.query as Record<string, unknown>,
       body: request.body,
       contentType: request.headers['content-type'],
-      key: request.raw.headersDistinct?.[header] ?? request.headers[header],
+      // Node joins a repeated header with ", "; a comma is never valid in a key, so that is rejected as is.
+      key: request.headers[header],
       scope: options.scope?.(request),
       signal: waits ? closeSignal(reply) : undefined,
     });

@@ -9,7 +9,13 @@ import {
   StoreUnavailableError,
 } from './errors.js';
 import { type IdempotencyEventListener, type StoreOperation, safeListener } from './events.js';
-import { type Execution, type ExecutionRuntime, type RecordContext, ReservedExecution } from './execution.js';
+import {
+  type Execution,
+  type ExecutionRuntime,
+  HeartbeatScheduler,
+  type RecordContext,
+  ReservedExecution,
+} from './execution.js';
 import { defaultFinalizationRule, type FinalizationRule } from './finalization-rules.js';
 import { computeFingerprint, type FingerprintInput, type FingerprintOptions } from './fingerprint.js';
 import { type KeyFormat, parseIdempotencyKey } from './key-format.js';
@@ -260,7 +266,7 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
     store,
     clock,
     leaseMs,
-    heartbeatMs,
+    heartbeat: heartbeatMs === undefined ? undefined : new HeartbeatScheduler(heartbeatMs),
     rule,
     allowHeaders,
     maxBodyBytes,

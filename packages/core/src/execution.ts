@@ -44,7 +44,8 @@ export interface ExecutionRuntime {
   readonly store: IdempotencyStore;
   readonly clock: Clock;
   readonly leaseMs: number;
-  readonly heartbeatMs: number | undefined;
+  /** Renews the leases of running executions; undefined when the heartbeat is off. */
+  readonly heartbeat: HeartbeatScheduler | undefined;
   readonly rule: FinalizationRule;
   readonly allowHeaders: ReadonlySet<string>;
   readonly maxBodyBytes: number;
@@ -69,7 +70,8 @@ export class ReservedExecution implements Execution {
   readonly #runtime: ExecutionRuntime;
   #controller: AbortController | undefined;
   #settled = false;
-  #heartbeat: NodeJS.Timeout | undefined;
+  /** When the lease was last set, on the monotonic clock (ms); read by the heartbeat. */
+  renewedAtMs = performance.now();
 
   constructor(
     runtime: ExecutionRuntime,
@@ -84,10 +86,7 @@ export class ReservedExecution implements Execution {
     this.fingerprint = fingerprint;
     this.owner = owner;
     this.tookOver = tookOver;
-    if (runtime.heartbeatMs !== undefined) {
-      this.#heartbeat = setInterval(() => this.#beat(), runtime.heartbeatMs);
-      this.#heartbeat.unref();
-    }
+    runtime.heartbeat?.add(this);
   }
 
   get signal(): AbortSignal {
@@ -156,7 +155,7 @@ export class ReservedExecution implements Execution {
   #settle(): boolean {
     if (this.#settled) return false;
     this.#settled = true;
-    clearInterval(this.#heartbeat);
+    this.#runtime.heartbeat?.remove(this);
     return true;
   }
 
@@ -182,9 +181,11 @@ export class ReservedExecution implements Execution {
 
   #renewing = false;
 
-  #beat(): void {
+  /** Renew the lease (called by the heartbeat). A lost reservation aborts `signal`. */
+  beat(): void {
     if (this.#renewing || this.#settled) return;
     this.#renewing = true;
+    this.renewedAtMs = performance.now();
     const { store, clock, leaseMs, emit } = this.#runtime;
     this.#runtime
       .callStore('renewLease', this, () =>
@@ -199,7 +200,7 @@ export class ReservedExecution implements Execution {
         ({ value: renewed, durationMs }) => {
           this.#renewing = false;
           if (renewed || this.#settled) return;
-          clearInterval(this.#heartbeat);
+          this.#runtime.heartbeat?.remove(this);
           emit({ type: 'lease-lost', scope: this.scope, key: this.key, phase: 'heartbeat', durationMs });
           this.#controller ??= new AbortController();
           this.#controller.abort(new Error('the idempotency reservation was lost'));
@@ -208,5 +209,44 @@ export class ReservedExecution implements Execution {
           this.#renewing = false; // reported as a store-error event; the next beat tries again
         },
       );
+  }
+}
+
+/**
+ * One timer for every running execution of a coordinator, instead of one per request: it ticks every half
+ * interval while anything runs, and renews each execution whose lease was last set an interval ago or more.
+ * (With the default lease of three intervals, a lease is renewed at the latest 1.5 intervals after it was
+ * set, well before it lapses.)
+ */
+export class HeartbeatScheduler {
+  readonly #intervalMs: number;
+  readonly #running = new Set<ReservedExecution>();
+  #timer: NodeJS.Timeout | undefined;
+
+  constructor(intervalMs: number) {
+    this.#intervalMs = intervalMs;
+  }
+
+  add(execution: ReservedExecution): void {
+    this.#running.add(execution);
+    if (this.#timer === undefined) {
+      this.#timer = setInterval(() => this.#tick(), this.#intervalMs / 2);
+      this.#timer.unref();
+    }
+  }
+
+  remove(execution: ReservedExecution): void {
+    this.#running.delete(execution);
+    if (this.#running.size === 0) {
+      clearInterval(this.#timer);
+      this.#timer = undefined;
+    }
+  }
+
+  #tick(): void {
+    const dueMs = performance.now() - this.#intervalMs;
+    for (const execution of this.#running) {
+      if (execution.renewedAtMs <= dueMs) execution.beat();
+    }
   }
 }

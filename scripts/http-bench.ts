@@ -1,0 +1,68 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import autocannon from 'autocannon';
+
+/** A random UUIDv7-shaped key. */
+export const uuidv7 = (): string => {
+  const uuid = randomUUID();
+  return `${uuid.slice(0, 14)}7${uuid.slice(15)}`;
+};
+
+/** Start `tsx <script> <variant>` in its own process (its own core), wait for the port it prints. */
+export async function startServer(
+  script: string,
+  variant: string,
+): Promise<{ url: string; child: ChildProcess }> {
+  const child = spawn(process.execPath, ['--import', 'tsx', script, variant], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const port = await new Promise<string>((resolve, reject) => {
+    child.stdout?.once('data', (data: Buffer) => resolve(data.toString().trim()));
+    child.once('exit', (code) => reject(new Error(`server ${variant} exited with ${code}`)));
+  });
+  return { url: `http://127.0.0.1:${port}`, child };
+}
+
+/** Requests per second of POST /orders with a JSON body; `key` chooses the Idempotency-Key per request. */
+export async function load(url: string, key: (() => string) | undefined, seconds: number): Promise<number> {
+  const result = await autocannon({
+    url: `${url}/orders`,
+    method: 'POST',
+    connections: 16,
+    duration: seconds,
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ item: 'book', quantity: 1 }),
+    requests: [
+      {
+        setupRequest: (request) =>
+          key === undefined
+            ? request
+            : { ...request, headers: { ...request.headers, 'idempotency-key': key() } },
+        // (The plain servers get keys too, ignored: the client then does the same work in every run.)
+      },
+    ],
+  });
+  if (result.non2xx > 0 || result.errors > 0) {
+    throw new Error(`${result.non2xx} non-2xx answers and ${result.errors} errors`);
+  }
+  return result.requests.average;
+}
+
+/** Measure each variant in turn (warm-up, then the measured run), each in a fresh server process. */
+export async function measureServers(
+  script: string,
+  runs: Record<string, { variant: string; key?: () => string }>,
+  seconds: number,
+): Promise<Record<string, number>> {
+  const results: Record<string, number> = {};
+  for (const [name, run] of Object.entries(runs)) {
+    const { url, child } = await startServer(script, run.variant);
+    try {
+      await load(url, run.key, 1);
+      results[name] = await load(url, run.key, seconds);
+    } finally {
+      child.kill();
+    }
+  }
+  return results;
+}
