@@ -3,9 +3,15 @@ import { fileURLToPath } from 'node:url';
 import { defineConfig } from 'vitest/config';
 
 const root = fileURLToPath(new URL('.', import.meta.url));
-const packageDirs = readdirSync(new URL('./packages', import.meta.url), { withFileTypes: true })
-  .filter((entry) => entry.isDirectory())
-  .map((entry) => entry.name);
+const dirsOf = (parent: string) =>
+  readdirSync(new URL(`./${parent}`, import.meta.url), { withFileTypes: true })
+    .filter((entry) => entry.isDirectory())
+    .map((entry) => entry.name);
+const packageDirs = dirsOf('packages');
+const projectDirs = [
+  ...packageDirs.map((dir) => `packages/${dir}`),
+  ...dirsOf('apps').map((dir) => `apps/${dir}`),
+];
 
 export default defineConfig({
   resolve: {
@@ -25,11 +31,11 @@ export default defineConfig({
     testTimeout: 30_000,
     hookTimeout: 30_000,
     projects: [
-      ...packageDirs.map((dir) => ({
+      ...projectDirs.map((dir) => ({
         extends: true as const,
         test: {
-          name: dir,
-          root: `packages/${dir}`,
+          name: dir.split('/')[1] as string,
+          root: dir,
           include: ['test/**/*.test.ts'],
           typecheck: { enabled: true, include: ['test/**/*.test-d.ts'], tsconfig: './tsconfig.json' },
         },

@@ -1,4 +1,5 @@
 export {
+  executionOf,
   type FastifyIdempotencyOptions,
   idempotency,
   idempotency as default,

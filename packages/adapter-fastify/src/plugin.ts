@@ -37,6 +37,18 @@ interface Capture {
   truncated: boolean;
 }
 
+// Module-level: a request belongs to one plugin instance anyway, and executionOf() needs to reach it.
+const captures = new WeakMap<FastifyRequest, Capture>();
+
+/**
+ * The execution of a request the plugin reserved, for hosts that finalize inside their own transaction:
+ * `prepare` the response, finalize with its `owner`, then `markFinalized`. Undefined when the request is not
+ * executing under a key (not covered, no key, replayed, rejected).
+ */
+export function executionOf(request: FastifyRequest): Execution | undefined {
+  return captures.get(request)?.execution;
+}
+
 const isReadable = (payload: unknown): payload is NodeJS.ReadableStream =>
   typeof payload === 'object' &&
   payload !== null &&
@@ -54,7 +66,6 @@ const idempotencyPlugin: FastifyPluginAsync<FastifyIdempotencyOptions> = async (
   const maxBodyBytes = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
   const format = options.formatError ?? ((error: IdemError) => error.toJSON());
   const perRoute = new WeakMap<RouteIdempotencyOptions, Idempotency>();
-  const captures = new WeakMap<FastifyRequest, Capture>();
   const waits = options.inFlight?.strategy === 'wait';
 
   const coordinatorFor = (request: FastifyRequest): Idempotency | undefined => {

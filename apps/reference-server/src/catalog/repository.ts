@@ -1,0 +1,141 @@
+import { sql } from 'drizzle-orm';
+import type { Executor, Row } from '../db.js';
+
+/** Multipart namespaces are stored joined by the unit separator, as the REST spec writes them in paths. */
+export const SEPARATOR = '\u001f';
+
+export type EntityKind = 'table' | 'view';
+
+export interface Entity {
+  readonly kind: EntityKind;
+  readonly metadataLocation: string;
+  readonly metadata: Record<string, unknown>;
+}
+
+// MySQL returns VARBINARY columns as Buffers.
+const text = (value: unknown): string => (Buffer.isBuffer(value) ? value.toString('utf8') : String(value));
+
+export async function getNamespace(ex: Executor, prefix: string, namespace: string) {
+  const [row] = await ex.rows(
+    sql`SELECT properties FROM catalog_namespaces WHERE prefix = ${prefix} AND namespace = ${namespace}`,
+  );
+  return row === undefined ? undefined : (JSON.parse(text(row.properties)) as Record<string, string>);
+}
+
+export async function listNamespaces(ex: Executor, prefix: string): Promise<string[]> {
+  const rows = await ex.rows(
+    sql`SELECT namespace FROM catalog_namespaces WHERE prefix = ${prefix} ORDER BY namespace`,
+  );
+  return rows.map((row: Row) => text(row.namespace));
+}
+
+export async function insertNamespace(ex: Executor, prefix: string, namespace: string, properties: object) {
+  await ex.run(
+    sql`INSERT INTO catalog_namespaces (prefix, namespace, properties) VALUES (${prefix}, ${namespace}, ${JSON.stringify(properties)})`,
+  );
+}
+
+export async function setNamespaceProperties(
+  ex: Executor,
+  prefix: string,
+  namespace: string,
+  properties: object,
+) {
+  return ex.run(
+    sql`UPDATE catalog_namespaces SET properties = ${JSON.stringify(properties)} WHERE prefix = ${prefix} AND namespace = ${namespace}`,
+  );
+}
+
+export async function deleteNamespace(ex: Executor, prefix: string, namespace: string) {
+  return ex.run(sql`DELETE FROM catalog_namespaces WHERE prefix = ${prefix} AND namespace = ${namespace}`);
+}
+
+/** Whether anything lives in the namespace: entities, or child namespaces. */
+export async function namespaceIsEmpty(ex: Executor, prefix: string, namespace: string): Promise<boolean> {
+  const entities = await ex.rows(
+    sql`SELECT 1 FROM catalog_entities WHERE prefix = ${prefix} AND namespace = ${namespace} LIMIT 1`,
+  );
+  if (entities.length > 0) return false;
+  const children = (await listNamespaces(ex, prefix)).filter((n) => n.startsWith(namespace + SEPARATOR));
+  return children.length === 0;
+}
+
+export async function getEntity(
+  ex: Executor,
+  prefix: string,
+  namespace: string,
+  name: string,
+): Promise<Entity | undefined> {
+  const [row] = await ex.rows(
+    sql`SELECT kind, metadata_location, metadata FROM catalog_entities
+      WHERE prefix = ${prefix} AND namespace = ${namespace} AND name = ${name}`,
+  );
+  if (row === undefined) return undefined;
+  return {
+    kind: text(row.kind) as EntityKind,
+    metadataLocation: text(row.metadata_location),
+    metadata: JSON.parse(text(row.metadata)) as Record<string, unknown>,
+  };
+}
+
+export async function listEntities(ex: Executor, prefix: string, namespace: string, kind: EntityKind) {
+  const rows = await ex.rows(
+    sql`SELECT name FROM catalog_entities WHERE prefix = ${prefix} AND namespace = ${namespace} AND kind = ${kind}
+      ORDER BY name`,
+  );
+  return rows.map((row) => text(row.name));
+}
+
+export async function insertEntity(
+  ex: Executor,
+  prefix: string,
+  namespace: string,
+  name: string,
+  entity: Entity,
+) {
+  await ex.run(
+    sql`INSERT INTO catalog_entities (prefix, namespace, name, kind, metadata_location, metadata)
+      VALUES (${prefix}, ${namespace}, ${name}, ${entity.kind}, ${entity.metadataLocation}, ${JSON.stringify(entity.metadata)})`,
+  );
+}
+
+/** Swap the metadata pointer only if it is still `expectedLocation`: the commit's optimistic lock. */
+export async function swapEntity(
+  ex: Executor,
+  prefix: string,
+  namespace: string,
+  name: string,
+  expectedLocation: string,
+  entity: Entity,
+): Promise<boolean> {
+  const changed = await ex.run(
+    sql`UPDATE catalog_entities SET metadata_location = ${entity.metadataLocation}, metadata = ${JSON.stringify(entity.metadata)}
+      WHERE prefix = ${prefix} AND namespace = ${namespace} AND name = ${name} AND metadata_location = ${expectedLocation}`,
+  );
+  return changed === 1;
+}
+
+export async function deleteEntity(
+  ex: Executor,
+  prefix: string,
+  namespace: string,
+  name: string,
+  kind: EntityKind,
+) {
+  return ex.run(
+    sql`DELETE FROM catalog_entities WHERE prefix = ${prefix} AND namespace = ${namespace} AND name = ${name} AND kind = ${kind}`,
+  );
+}
+
+export async function renameEntity(
+  ex: Executor,
+  prefix: string,
+  from: { namespace: string; name: string },
+  to: { namespace: string; name: string },
+  kind: EntityKind,
+) {
+  return ex.run(
+    sql`UPDATE catalog_entities SET namespace = ${to.namespace}, name = ${to.name}
+      WHERE prefix = ${prefix} AND namespace = ${from.namespace} AND name = ${from.name} AND kind = ${kind}`,
+  );
+}

@@ -1,0 +1,318 @@
+import { randomUUID } from 'node:crypto';
+import { badRequest, commitFailed } from '../errors.js';
+
+// Table metadata as the Iceberg table spec defines it (format versions 1 and 2; 3 where it costs nothing).
+// Objects stay plain JSON: the catalog stores and returns them as clients sent them, and only reads the
+// fields that its bookkeeping needs.
+type Json = Record<string, unknown>;
+export type TableMetadata = Json & {
+  'format-version': number;
+  'table-uuid': string;
+  location: string;
+  'last-updated-ms': number;
+  'last-column-id': number;
+  schemas: Json[];
+  'current-schema-id': number;
+  'partition-specs': Json[];
+  'default-spec-id': number;
+  'last-partition-id': number;
+  'sort-orders': Json[];
+  'default-sort-order-id': number;
+  properties: Record<string, string>;
+  'current-snapshot-id'?: number | null;
+  snapshots: Json[];
+  refs: Record<string, Json>;
+  'snapshot-log': Json[];
+  'metadata-log': Json[];
+  'last-sequence-number': number;
+};
+
+const PARTITION_FIELD_BASE = 1000;
+
+function object(value: unknown, field: string): Json {
+  if (typeof value !== 'object' || value === null || Array.isArray(value))
+    throw badRequest(`${field} must be an object`);
+  return value as Json;
+}
+
+function integer(value: unknown, field: string): number {
+  if (!Number.isSafeInteger(value)) throw badRequest(`${field} must be an integer`);
+  return value as number;
+}
+
+function string(value: unknown, field: string): string {
+  if (typeof value !== 'string') throw badRequest(`${field} must be a string`);
+  return value;
+}
+
+function stringMap(value: unknown, field: string): Record<string, string> {
+  const map = object(value, field);
+  for (const [key, item] of Object.entries(map)) string(item, `${field}.${key}`);
+  return map as Record<string, string>;
+}
+
+/** The highest field id in a schema, nested struct, list and map fields included. */
+function maxFieldId(type: unknown): number {
+  if (typeof type !== 'object' || type === null) return 0;
+  const node = type as Json;
+  let max = 0;
+  for (const field of (node.fields as Json[] | undefined) ?? []) {
+    max = Math.max(max, Number(field.id ?? 0), maxFieldId(field.type));
+  }
+  for (const key of ['element-id', 'key-id', 'value-id']) max = Math.max(max, Number(node[key] ?? 0));
+  for (const key of ['element', 'key', 'value']) max = Math.max(max, maxFieldId(node[key]));
+  return max;
+}
+
+function checkSchema(schema: unknown, field: string): Json {
+  const value = object(schema, field);
+  if (value.type !== 'struct' || !Array.isArray(value.fields))
+    throw badRequest(`${field} must be a struct schema with fields`);
+  for (const [i, f] of (value.fields as unknown[]).entries()) {
+    const column = object(f, `${field}.fields[${i}]`);
+    integer(column.id, `${field}.fields[${i}].id`);
+    string(column.name, `${field}.fields[${i}].name`);
+    if (typeof column.required !== 'boolean')
+      throw badRequest(`${field}.fields[${i}].required must be a boolean`);
+    if (column.type === undefined) throw badRequest(`${field}.fields[${i}].type is required`);
+  }
+  return value;
+}
+
+/** Partition fields get ids from 1000 on, as the spec assigns them, unless the client chose them. */
+function withPartitionFieldIds(spec: Json, lastPartitionId: number): { spec: Json; last: number } {
+  let last = lastPartitionId;
+  const fields = ((spec.fields as Json[] | undefined) ?? []).map((f, i) => {
+    const field = object(f, `partition-spec.fields[${i}]`);
+    string(field.name, `partition-spec.fields[${i}].name`);
+    string(field.transform, `partition-spec.fields[${i}].transform`);
+    integer(field['source-id'], `partition-spec.fields[${i}].source-id`);
+    const id = field['field-id'] === undefined ? ++last : integer(field['field-id'], 'field-id');
+    last = Math.max(last, id);
+    return { ...field, 'field-id': id };
+  });
+  return { spec: { ...spec, fields }, last };
+}
+
+/** The metadata of a new table from a CreateTableRequest. */
+export function newTableMetadata(request: Json, location: string, nowMs: number): TableMetadata {
+  const schema = { ...checkSchema(request.schema, 'schema'), 'schema-id': 0 };
+  const partition = withPartitionFieldIds(
+    {
+      'spec-id': 0,
+      ...(request['partition-spec'] === undefined
+        ? { fields: [] }
+        : object(request['partition-spec'], 'partition-spec')),
+    },
+    PARTITION_FIELD_BASE - 1,
+  );
+  const writeOrder =
+    request['write-order'] === undefined
+      ? { 'order-id': 0, fields: [] }
+      : object(request['write-order'], 'write-order');
+  const properties = request.properties === undefined ? {} : stringMap(request.properties, 'properties');
+  const formatVersion = Number(properties['format-version'] ?? 2);
+  if (![1, 2, 3].includes(formatVersion)) throw badRequest(`unsupported format-version ${formatVersion}`);
+  return {
+    'format-version': formatVersion,
+    'table-uuid': randomUUID(),
+    location,
+    'last-updated-ms': nowMs,
+    'last-column-id': maxFieldId(schema),
+    schemas: [schema],
+    'current-schema-id': 0,
+    'partition-specs': [{ ...partition.spec, 'spec-id': 0 }],
+    'default-spec-id': 0,
+    'last-partition-id': partition.last,
+    'sort-orders': [{ 'order-id': 0, fields: [], ...writeOrder }],
+    'default-sort-order-id': Number(writeOrder['order-id'] ?? 0),
+    properties,
+    'current-snapshot-id': null,
+    snapshots: [],
+    refs: {},
+    'snapshot-log': [],
+    'metadata-log': [],
+    'last-sequence-number': 0,
+  };
+}
+
+const fail = (message: string) => commitFailed(`Requirement failed: ${message}`);
+
+/** Check every requirement of a commit against the current metadata (undefined: the table does not exist). */
+export function checkRequirements(metadata: TableMetadata | undefined, requirements: unknown): void {
+  if (!Array.isArray(requirements)) throw badRequest('requirements must be an array');
+  for (const [i, r] of requirements.entries()) {
+    const requirement = object(r, `requirements[${i}]`);
+    const type = string(requirement.type, `requirements[${i}].type`);
+    if (type === 'assert-create') {
+      if (metadata !== undefined) throw fail('table already exists');
+      continue;
+    }
+    if (metadata === undefined) throw fail(`${type}: table does not exist`);
+    switch (type) {
+      case 'assert-table-uuid':
+        if (requirement.uuid !== metadata['table-uuid']) throw fail('table UUID does not match');
+        break;
+      case 'assert-ref-snapshot-id': {
+        const ref = metadata.refs[string(requirement.ref, 'ref')];
+        const expected = requirement['snapshot-id'] ?? null;
+        const actual = ref === undefined ? null : ref['snapshot-id'];
+        if (expected !== actual)
+          throw fail(`branch or tag ${requirement.ref} is at ${actual}, not ${expected}`);
+        break;
+      }
+      case 'assert-last-assigned-field-id':
+        if (requirement['last-assigned-field-id'] !== metadata['last-column-id'])
+          throw fail('last assigned field id changed');
+        break;
+      case 'assert-current-schema-id':
+        if (requirement['current-schema-id'] !== metadata['current-schema-id'])
+          throw fail('current schema changed');
+        break;
+      case 'assert-last-assigned-partition-id':
+        if (requirement['last-assigned-partition-id'] !== metadata['last-partition-id']) {
+          throw fail('last assigned partition id changed');
+        }
+        break;
+      case 'assert-default-spec-id':
+        if (requirement['default-spec-id'] !== metadata['default-spec-id'])
+          throw fail('default partition spec changed');
+        break;
+      case 'assert-default-sort-order-id':
+        if (requirement['default-sort-order-id'] !== metadata['default-sort-order-id'])
+          throw fail('default sort order changed');
+        break;
+      default:
+        throw badRequest(`unknown requirement type: ${type}`);
+    }
+  }
+}
+
+/** Apply a commit's updates in order and return the new metadata (the input is not modified). */
+export function applyUpdates(current: TableMetadata, updates: unknown, nowMs: number): TableMetadata {
+  if (!Array.isArray(updates)) throw badRequest('updates must be an array');
+  const m: TableMetadata = structuredClone(current);
+  let lastAddedSchemaId: number | undefined;
+  let lastAddedSpecId: number | undefined;
+  let lastAddedOrderId: number | undefined;
+  for (const [i, u] of updates.entries()) {
+    const update = object(u, `updates[${i}]`);
+    const action = string(update.action, `updates[${i}].action`);
+    switch (action) {
+      case 'assign-uuid':
+        m['table-uuid'] = string(update.uuid, 'uuid');
+        break;
+      case 'upgrade-format-version': {
+        const version = integer(update['format-version'], 'format-version');
+        if (version < m['format-version'] || version > 3)
+          throw badRequest(`cannot move format-version to ${version}`);
+        m['format-version'] = version;
+        break;
+      }
+      case 'add-schema': {
+        const schema = checkSchema(update.schema, 'schema');
+        const id = Math.max(-1, ...m.schemas.map((s) => Number(s['schema-id']))) + 1;
+        m.schemas.push({ ...schema, 'schema-id': id });
+        m['last-column-id'] = Math.max(
+          m['last-column-id'],
+          maxFieldId(schema),
+          Number(update['last-column-id'] ?? 0),
+        );
+        lastAddedSchemaId = id;
+        break;
+      }
+      case 'set-current-schema': {
+        let id = integer(update['schema-id'], 'schema-id');
+        if (id === -1) {
+          if (lastAddedSchemaId === undefined) throw badRequest('set-current-schema -1 without add-schema');
+          id = lastAddedSchemaId;
+        }
+        if (!m.schemas.some((s) => s['schema-id'] === id)) throw badRequest(`no schema with id ${id}`);
+        m['current-schema-id'] = id;
+        break;
+      }
+      case 'add-spec': {
+        const { spec, last } = withPartitionFieldIds(object(update.spec, 'spec'), m['last-partition-id']);
+        const id = Math.max(-1, ...m['partition-specs'].map((s) => Number(s['spec-id']))) + 1;
+        m['partition-specs'].push({ ...spec, 'spec-id': id });
+        m['last-partition-id'] = last;
+        lastAddedSpecId = id;
+        break;
+      }
+      case 'set-default-spec': {
+        let id = integer(update['spec-id'], 'spec-id');
+        if (id === -1) id = lastAddedSpecId ?? Number.NaN;
+        if (!m['partition-specs'].some((s) => s['spec-id'] === id))
+          throw badRequest(`no partition spec with id ${id}`);
+        m['default-spec-id'] = id;
+        break;
+      }
+      case 'add-sort-order': {
+        const order = object(update['sort-order'], 'sort-order');
+        const id = Math.max(0, ...m['sort-orders'].map((s) => Number(s['order-id']))) + 1;
+        m['sort-orders'].push({ ...order, 'order-id': id });
+        lastAddedOrderId = id;
+        break;
+      }
+      case 'set-default-sort-order': {
+        let id = integer(update['sort-order-id'], 'sort-order-id');
+        if (id === -1) id = lastAddedOrderId ?? Number.NaN;
+        if (!m['sort-orders'].some((s) => s['order-id'] === id))
+          throw badRequest(`no sort order with id ${id}`);
+        m['default-sort-order-id'] = id;
+        break;
+      }
+      case 'add-snapshot': {
+        const snapshot = object(update.snapshot, 'snapshot');
+        const id = integer(snapshot['snapshot-id'], 'snapshot.snapshot-id');
+        if (m.snapshots.some((s) => s['snapshot-id'] === id))
+          throw badRequest(`snapshot ${id} already exists`);
+        const sequence = Number(snapshot['sequence-number'] ?? m['last-sequence-number'] + 1);
+        m.snapshots.push(snapshot);
+        m['last-sequence-number'] = Math.max(m['last-sequence-number'], sequence);
+        break;
+      }
+      case 'set-snapshot-ref': {
+        const name = string(update['ref-name'], 'ref-name');
+        const id = integer(update['snapshot-id'], 'snapshot-id');
+        const type = string(update.type, 'type');
+        if (!m.snapshots.some((s) => s['snapshot-id'] === id)) throw badRequest(`no snapshot with id ${id}`);
+        const { action: _action, 'ref-name': _name, ...ref } = update;
+        m.refs[name] = { ...ref, type, 'snapshot-id': id };
+        if (name === 'main') {
+          m['current-snapshot-id'] = id;
+          m['snapshot-log'].push({ 'snapshot-id': id, 'timestamp-ms': nowMs });
+        }
+        break;
+      }
+      case 'remove-snapshots': {
+        const ids = new Set((update['snapshot-ids'] as unknown[] | undefined) ?? []);
+        m.snapshots = m.snapshots.filter((s) => !ids.has(s['snapshot-id']));
+        for (const [name, ref] of Object.entries(m.refs))
+          if (ids.has(ref['snapshot-id'])) delete m.refs[name];
+        if (ids.has(m['current-snapshot-id'])) m['current-snapshot-id'] = null;
+        break;
+      }
+      case 'remove-snapshot-ref': {
+        const name = string(update['ref-name'], 'ref-name');
+        delete m.refs[name];
+        if (name === 'main') m['current-snapshot-id'] = null;
+        break;
+      }
+      case 'set-location':
+        m.location = string(update.location, 'location');
+        break;
+      case 'set-properties':
+        Object.assign(m.properties, stringMap(update.updates, 'updates'));
+        break;
+      case 'remove-properties':
+        for (const key of (update.removals as unknown[] | undefined) ?? [])
+          delete m.properties[string(key, 'removals[]')];
+        break;
+      default:
+        throw badRequest(`unknown or unsupported update action: ${action}`);
+    }
+  }
+  m['last-updated-ms'] = nowMs;
+  return m;
+}

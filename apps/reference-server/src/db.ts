@@ -1,0 +1,146 @@
+import { mkdirSync } from 'node:fs';
+import { dirname } from 'node:path';
+import type { FinalizeParams, IdempotencyStore } from '@idem/core';
+import { createSqlStore, ensureSchema } from '@idem/store-sql';
+import Database from 'better-sqlite3';
+import { type SQL, sql } from 'drizzle-orm';
+import { drizzle as sqliteDrizzle } from 'drizzle-orm/better-sqlite3';
+import { drizzle as mysqlDrizzle } from 'drizzle-orm/mysql2';
+import { drizzle as pgDrizzle } from 'drizzle-orm/node-postgres';
+import mysql from 'mysql2/promise';
+import pg from 'pg';
+
+export type Row = Record<string, unknown>;
+
+/** Runs statements: on the database, or inside a transaction. */
+export interface Executor {
+  rows(statement: SQL): Promise<Row[]>;
+  run(statement: SQL): Promise<number>;
+  /** Finalize an idempotency record in this executor's transaction; false when the reservation was lost. */
+  finalize(params: FinalizeParams): Promise<boolean>;
+}
+
+export interface CatalogDatabase extends Executor {
+  readonly dialect: 'sqlite' | 'postgres' | 'mysql';
+  /** The idempotency store over the same database. */
+  readonly store: IdempotencyStore;
+  /** Run `body` in one transaction: commit when it resolves, roll back when it throws. */
+  transaction<T>(body: (tx: Executor) => Promise<T>): Promise<T>;
+  ping(): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** Names are exact on every database: text on SQLite/PostgreSQL, bytes on MySQL (see @idem/store-sql). */
+function catalogDdl(dialect: CatalogDatabase['dialect']): string[] {
+  const name = dialect === 'mysql' ? 'varbinary(1020)' : dialect === 'postgres' ? 'varchar(255)' : 'text';
+  const path = dialect === 'mysql' ? 'varbinary(3060)' : dialect === 'postgres' ? 'varchar(1024)' : 'text';
+  const text = dialect === 'mysql' ? 'longtext' : 'text';
+  return [
+    `CREATE TABLE IF NOT EXISTS catalog_namespaces (
+      prefix ${name} NOT NULL, namespace ${path} NOT NULL, properties ${text} NOT NULL,
+      PRIMARY KEY (prefix, namespace))`,
+    `CREATE TABLE IF NOT EXISTS catalog_entities (
+      prefix ${name} NOT NULL, namespace ${path} NOT NULL, name ${name} NOT NULL, kind varchar(8) NOT NULL,
+      metadata_location ${text} NOT NULL, metadata ${text} NOT NULL,
+      PRIMARY KEY (prefix, namespace, name))`,
+  ];
+}
+
+/** A mutex for the single SQLite connection: a transaction must not interleave with other statements. */
+function serial() {
+  let tail: Promise<unknown> = Promise.resolve();
+  return <T>(task: () => Promise<T>): Promise<T> => {
+    const run = tail.then(task, task);
+    tail = run.catch(() => {});
+    return run;
+  };
+}
+
+export async function openDatabase(url: string): Promise<CatalogDatabase> {
+  if (url.startsWith('postgres://') || url.startsWith('postgresql://')) {
+    const pool = new pg.Pool({ connectionString: url, max: 10 });
+    pool.on('error', () => {}); // an idle client whose backend died: the pool replaces it
+    const db = pgDrizzle(pool);
+    const store = createSqlStore(db, { dialect: 'postgres' });
+    const executor = (on: { execute(q: SQL): Promise<unknown> }, tx: unknown): Executor => ({
+      rows: async (q) => ((await on.execute(q)) as { rows: Row[] }).rows,
+      run: async (q) => ((await on.execute(q)) as { rowCount: number | null }).rowCount ?? 0,
+      finalize: (params) => store.finalizeInTransaction(tx as never, params),
+    });
+    await ensureSchema(db, { dialect: 'postgres' });
+    for (const ddl of catalogDdl('postgres')) await db.execute(sql.raw(ddl));
+    return {
+      dialect: 'postgres',
+      store,
+      ...executor(db, db),
+      transaction: (body) => db.transaction((tx) => body(executor(tx, tx))),
+      ping: async () => void (await db.execute(sql`SELECT 1`)),
+      close: () => pool.end(),
+    };
+  }
+  if (url.startsWith('mysql://')) {
+    const pool = mysql.createPool({ uri: url, connectionLimit: 10 });
+    const db = mysqlDrizzle(pool);
+    const store = createSqlStore(db, { dialect: 'mysql' });
+    const executor = (on: { execute(q: SQL): Promise<unknown> }, tx: unknown): Executor => ({
+      rows: async (q) => ((await on.execute(q)) as [Row[]])[0],
+      run: async (q) => ((await on.execute(q)) as [{ affectedRows: number }])[0].affectedRows,
+      finalize: (params) => store.finalizeInTransaction(tx as never, params),
+    });
+    await ensureSchema(db, { dialect: 'mysql' });
+    for (const ddl of catalogDdl('mysql')) await db.execute(sql.raw(ddl));
+    return {
+      dialect: 'mysql',
+      store,
+      ...executor(db, db),
+      transaction: (body) => db.transaction((tx) => body(executor(tx, tx))),
+      ping: async () => void (await db.execute(sql`SELECT 1`)),
+      close: () => pool.end(),
+    };
+  }
+  const file = url.replace(/^(sqlite|file):/, '');
+  if (file !== ':memory:') mkdirSync(dirname(file), { recursive: true });
+  const connection = new Database(file, { timeout: 10_000 });
+  connection.pragma('journal_mode = WAL');
+  const db = sqliteDrizzle(connection);
+  const store = createSqlStore(db, { dialect: 'sqlite' });
+  await ensureSchema(db, { dialect: 'sqlite' });
+  for (const ddl of catalogDdl('sqlite')) connection.exec(ddl);
+  // One connection for the whole process: every statement and every transaction takes its turn, so that a
+  // transaction's statements never interleave with another request's.
+  const exclusive = serial();
+  const direct: Executor = {
+    rows: async (q) => db.all<Row>(q),
+    run: async (q) => db.run(q).changes,
+    finalize: async (params) => store.finalizeInTransaction(db as never, params),
+  };
+  return {
+    dialect: 'sqlite',
+    // The coordinator's own store calls take their turn too, or they could land inside an open transaction.
+    store: {
+      reserve: (p) => exclusive(() => store.reserve(p)),
+      load: (p) => exclusive(() => store.load(p)),
+      finalize: (p) => exclusive(() => store.finalize(p)),
+      release: (p) => exclusive(() => store.release(p)),
+      renewLease: (p) => exclusive(() => store.renewLease(p)),
+      purgeExpired: (p) => exclusive(() => store.purgeExpired(p)),
+    },
+    rows: (q) => exclusive(() => direct.rows(q)),
+    run: (q) => exclusive(() => direct.run(q)),
+    finalize: (params) => exclusive(() => direct.finalize(params)),
+    transaction: (body) =>
+      exclusive(async () => {
+        connection.exec('BEGIN IMMEDIATE');
+        try {
+          const result = await body(direct);
+          connection.exec('COMMIT');
+          return result;
+        } catch (error) {
+          connection.exec('ROLLBACK');
+          throw error;
+        }
+      }),
+    ping: () => exclusive(async () => void db.all(sql`SELECT 1`)),
+    close: async () => void connection.close(),
+  };
+}

@@ -1,0 +1,344 @@
+import type { FastifyPluginAsync, FastifyRequest } from 'fastify';
+import * as repo from '../catalog/repository.js';
+import { SEPARATOR } from '../catalog/repository.js';
+import {
+  applyUpdates,
+  checkRequirements,
+  newTableMetadata,
+  type TableMetadata,
+} from '../catalog/table-metadata.js';
+import { defaultLocation, purgeLocation, readMetadata, writeMetadata } from '../catalog/warehouse.js';
+import type { ServerConfig } from '../config.js';
+import type { CatalogDatabase, Executor } from '../db.js';
+import {
+  alreadyExists,
+  badRequest,
+  commitFailed,
+  IcebergError,
+  noSuchNamespace,
+  noSuchTable,
+} from '../errors.js';
+import { mutate, send } from './respond.js';
+
+type Params = { prefix?: string; namespace?: string; table?: string };
+
+function namespaceParts(text: string): string[] {
+  const parts = text.split(SEPARATOR);
+  if (parts.some((part) => part === '')) throw badRequest(`invalid namespace: ${JSON.stringify(text)}`);
+  return parts;
+}
+
+function namespaceOf(request: FastifyRequest): { prefix: string; parts: string[]; key: string } {
+  const params = request.params as Params;
+  const parts = namespaceParts(params.namespace ?? '');
+  return { prefix: params.prefix ?? '', parts, key: parts.join(SEPARATOR) };
+}
+
+function body(request: FastifyRequest): Record<string, unknown> {
+  const value = request.body;
+  if (typeof value !== 'object' || value === null || Array.isArray(value))
+    throw badRequest('the request body must be a JSON object');
+  return value as Record<string, unknown>;
+}
+
+function identifier(value: unknown, field: string): { namespace: string[]; name: string } {
+  const id = value as { namespace?: unknown; name?: unknown } | null;
+  if (typeof id !== 'object' || id === null || !Array.isArray(id.namespace) || typeof id.name !== 'string') {
+    throw badRequest(`${field} must be { namespace: string[], name: string }`);
+  }
+  if (!id.namespace.every((p) => typeof p === 'string' && p !== ''))
+    throw badRequest(`${field}.namespace must hold names`);
+  return { namespace: id.namespace as string[], name: id.name };
+}
+
+function stringMap(value: unknown, field: string): Record<string, string> {
+  if (value === undefined) return {};
+  if (typeof value !== 'object' || value === null || Array.isArray(value))
+    throw badRequest(`${field} must be an object`);
+  for (const [k, v] of Object.entries(value))
+    if (typeof v !== 'string') throw badRequest(`${field}.${k} must be a string`);
+  return value as Record<string, string>;
+}
+
+async function requireNamespace(ex: Executor, prefix: string, key: string) {
+  const properties = await repo.getNamespace(ex, prefix, key);
+  if (properties === undefined) throw noSuchNamespace(key.split(SEPARATOR).join('.'));
+  return properties;
+}
+
+const loadResult = (entity: repo.Entity) => ({
+  'metadata-location': entity.metadataLocation,
+  metadata: entity.metadata,
+  config: {},
+});
+
+/** The version number of the next metadata file: one more than the files the log remembers. */
+const nextVersion = (metadata: TableMetadata) => metadata['metadata-log'].length + 1;
+
+export const catalogRoutes: FastifyPluginAsync<{ config: ServerConfig; db: CatalogDatabase }> = async (
+  app,
+  { config, db },
+) => {
+  // ---- namespaces
+  app.get('/namespaces', async (request) => {
+    const { prefix = '' } = request.params as Params;
+    const query = request.query as { parent?: string; pageToken?: string; pageSize?: string };
+    const parent = query.parent === undefined ? undefined : namespaceParts(query.parent).join(SEPARATOR);
+    if (parent !== undefined) await requireNamespace(db, prefix, parent);
+    const depth = parent === undefined ? 1 : parent.split(SEPARATOR).length + 1;
+    const all = (await repo.listNamespaces(db, prefix)).filter(
+      (ns) =>
+        ns.split(SEPARATOR).length === depth && (parent === undefined || ns.startsWith(parent + SEPARATOR)),
+    );
+    const start = query.pageToken === undefined ? 0 : Number(query.pageToken);
+    const size = query.pageSize === undefined ? Math.max(all.length, 1) : Number(query.pageSize);
+    if (!Number.isSafeInteger(start) || start < 0) throw badRequest('invalid pageToken');
+    if (!Number.isSafeInteger(size) || size < 1) throw badRequest('pageSize must be a positive integer');
+    const page = all.slice(start, start + size);
+    const next = start + size < all.length ? String(start + size) : null;
+    return {
+      namespaces: page.map((ns) => ns.split(SEPARATOR)),
+      ...(next === null ? {} : { 'next-page-token': next }),
+    };
+  });
+
+  app.post('/namespaces', async (request, reply) => {
+    const { prefix = '' } = request.params as Params;
+    const input = body(request);
+    if (!Array.isArray(input.namespace) || input.namespace.length === 0) {
+      throw badRequest('namespace must be a non-empty array of names');
+    }
+    const parts = namespaceParts((input.namespace as unknown[]).map(String).join(SEPARATOR));
+    const properties = stringMap(input.properties, 'properties');
+    return mutate(request, reply, db, async (tx) => {
+      const key = parts.join(SEPARATOR);
+      if ((await repo.getNamespace(tx, prefix, key)) !== undefined)
+        throw alreadyExists(`Namespace ${parts.join('.')}`);
+      if (parts.length > 1) await requireNamespace(tx, prefix, parts.slice(0, -1).join(SEPARATOR));
+      await repo.insertNamespace(tx, prefix, key, properties);
+      return { status: 200, body: { namespace: parts, properties } };
+    });
+  });
+
+  app.get('/namespaces/:namespace', async (request) => {
+    const { prefix, parts, key } = namespaceOf(request);
+    return { namespace: parts, properties: await requireNamespace(db, prefix, key) };
+  });
+
+  app.head('/namespaces/:namespace', async (request, reply) => {
+    const { prefix, key } = namespaceOf(request);
+    await requireNamespace(db, prefix, key);
+    return reply.code(204).send();
+  });
+
+  app.delete('/namespaces/:namespace', async (request, reply) => {
+    const { prefix, parts, key } = namespaceOf(request);
+    return mutate(request, reply, db, async (tx) => {
+      await requireNamespace(tx, prefix, key);
+      if (!(await repo.namespaceIsEmpty(tx, prefix, key))) {
+        throw new IcebergError(
+          409,
+          'NamespaceNotEmptyException',
+          `Namespace ${parts.join('.')} is not empty`,
+        );
+      }
+      await repo.deleteNamespace(tx, prefix, key);
+      return { status: 204 };
+    });
+  });
+
+  app.post('/namespaces/:namespace/properties', async (request, reply) => {
+    const { prefix, key } = namespaceOf(request);
+    const input = body(request);
+    const updates = stringMap(input.updates, 'updates');
+    const removals = input.removals === undefined ? [] : input.removals;
+    if (!Array.isArray(removals) || !removals.every((r) => typeof r === 'string')) {
+      throw badRequest('removals must be an array of strings');
+    }
+    const both = removals.filter((r) => r in updates);
+    if (both.length > 0) {
+      throw new IcebergError(
+        422,
+        'UnprocessableEntityException',
+        `properties both updated and removed: ${both.join(', ')}`,
+      );
+    }
+    return mutate(request, reply, db, async (tx) => {
+      const properties = { ...(await requireNamespace(tx, prefix, key)) };
+      const removed = removals.filter((r) => r in properties);
+      const missing = removals.filter((r) => !(r in properties));
+      for (const r of removed) delete properties[r];
+      Object.assign(properties, updates);
+      await repo.setNamespaceProperties(tx, prefix, key, properties);
+      return { status: 200, body: { updated: Object.keys(updates), removed, missing } };
+    });
+  });
+
+  // ---- tables
+  app.get('/namespaces/:namespace/tables', async (request) => {
+    const { prefix, parts, key } = namespaceOf(request);
+    await requireNamespace(db, prefix, key);
+    const names = await repo.listEntities(db, prefix, key, 'table');
+    return { identifiers: names.map((name) => ({ namespace: parts, name })) };
+  });
+
+  app.post('/namespaces/:namespace/tables', async (request, reply) => {
+    const { prefix, parts, key } = namespaceOf(request);
+    const input = body(request);
+    if (typeof input.name !== 'string' || input.name === '')
+      throw badRequest('name must be a non-empty string');
+    const name = input.name;
+    const nowMs = Date.now();
+    const location =
+      typeof input.location === 'string' ? input.location : defaultLocation(config.warehouse, parts, name);
+    const metadata = newTableMetadata(input, location, nowMs);
+    if (input['stage-create'] === true) {
+      // Staged: nothing is committed; the client commits later with assert-create.
+      await requireNamespace(db, prefix, key);
+      return send(reply, { status: 200, body: { metadata, config: {} } });
+    }
+    const metadataLocation = await writeMetadata(location, 0, metadata);
+    return mutate(request, reply, db, async (tx) => {
+      await requireNamespace(tx, prefix, key);
+      if ((await repo.getEntity(tx, prefix, key, name)) !== undefined)
+        throw alreadyExists(`Table ${[...parts, name].join('.')}`);
+      const entity = { kind: 'table' as const, metadataLocation, metadata };
+      await repo.insertEntity(tx, prefix, key, name, entity);
+      return { status: 200, body: loadResult(entity) };
+    });
+  });
+
+  const loadTable = async (request: FastifyRequest) => {
+    const { prefix, parts, key } = namespaceOf(request);
+    const table = (request.params as Params).table as string;
+    const entity = await repo.getEntity(db, prefix, key, table);
+    if (entity === undefined || entity.kind !== 'table') {
+      if ((await repo.getNamespace(db, prefix, key)) === undefined) throw noSuchNamespace(parts.join('.'));
+      throw noSuchTable([...parts, table].join('.'));
+    }
+    return entity;
+  };
+
+  app.get('/namespaces/:namespace/tables/:table', async (request, reply) => {
+    const entity = await loadTable(request);
+    const etag = `"${Buffer.from(entity.metadataLocation).toString('base64url')}"`;
+    if (request.headers['if-none-match'] === etag) return reply.code(304).header('etag', etag).send();
+    return reply.header('etag', etag).send(loadResult(entity));
+  });
+
+  app.head('/namespaces/:namespace/tables/:table', async (request, reply) => {
+    await loadTable(request);
+    return reply.code(204).send();
+  });
+
+  app.post('/namespaces/:namespace/tables/:table', async (request, reply) => {
+    const { prefix, parts, key } = namespaceOf(request);
+    const table = (request.params as Params).table as string;
+    const input = body(request);
+    const current = await repo.getEntity(db, prefix, key, table);
+    const metadata = current?.kind === 'table' ? (current.metadata as TableMetadata) : undefined;
+    checkRequirements(metadata, input.requirements);
+    if (current === undefined || metadata === undefined) throw noSuchTable([...parts, table].join('.'));
+    const nowMs = Date.now();
+    const next = applyUpdates(metadata, input.updates, nowMs);
+    next['metadata-log'] = [
+      ...metadata['metadata-log'],
+      { 'metadata-file': current.metadataLocation, 'timestamp-ms': metadata['last-updated-ms'] },
+    ];
+    const metadataLocation = await writeMetadata(next.location, nextVersion(metadata), next);
+    return mutate(request, reply, db, async (tx) => {
+      // Optimistic: the pointer moves only from the metadata the requirements were checked against.
+      const swapped = await repo.swapEntity(tx, prefix, key, table, current.metadataLocation, {
+        kind: 'table',
+        metadataLocation,
+        metadata: next,
+      });
+      if (!swapped) throw commitFailed('the table changed concurrently; refresh and retry the commit');
+      return { status: 200, body: { 'metadata-location': metadataLocation, metadata: next } };
+    });
+  });
+
+  app.delete('/namespaces/:namespace/tables/:table', async (request, reply) => {
+    const { prefix, parts, key } = namespaceOf(request);
+    const table = (request.params as Params).table as string;
+    const purge = (request.query as { purgeRequested?: string }).purgeRequested === 'true';
+    let location: string | undefined;
+    const answer = await mutate(request, reply, db, async (tx) => {
+      const entity = await repo.getEntity(tx, prefix, key, table);
+      if (entity === undefined || entity.kind !== 'table') throw noSuchTable([...parts, table].join('.'));
+      location = String(entity.metadata.location);
+      await repo.deleteEntity(tx, prefix, key, table, 'table');
+      return { status: 204 };
+    });
+    if (purge && location !== undefined) await purgeLocation(location).catch(() => {});
+    return answer;
+  });
+
+  app.post('/namespaces/:namespace/register', async (request, reply) => {
+    const { prefix, parts, key } = namespaceOf(request);
+    const input = body(request);
+    if (typeof input.name !== 'string' || input.name === '')
+      throw badRequest('name must be a non-empty string');
+    if (typeof input['metadata-location'] !== 'string')
+      throw badRequest('metadata-location must be a string');
+    const name = input.name;
+    const metadataLocation = input['metadata-location'];
+    const metadata = await readMetadata(metadataLocation).catch((error: Error) => {
+      throw badRequest(`cannot read metadata-location: ${error.message}`);
+    });
+    return mutate(request, reply, db, async (tx) => {
+      await requireNamespace(tx, prefix, key);
+      const existing = await repo.getEntity(tx, prefix, key, name);
+      const entity = { kind: 'table' as const, metadataLocation, metadata };
+      if (existing !== undefined && input.overwrite !== true)
+        throw alreadyExists(`Table ${[...parts, name].join('.')}`);
+      if (existing === undefined) await repo.insertEntity(tx, prefix, key, name, entity);
+      else await repo.swapEntity(tx, prefix, key, name, existing.metadataLocation, entity);
+      return { status: 200, body: loadResult(entity) };
+    });
+  });
+
+  app.post('/tables/rename', async (request, reply) => {
+    const { prefix = '' } = request.params as Params;
+    const input = body(request);
+    const source = identifier(input.source, 'source');
+    const destination = identifier(input.destination, 'destination');
+    return mutate(request, reply, db, async (tx) => {
+      const from = { namespace: source.namespace.join(SEPARATOR), name: source.name };
+      const to = { namespace: destination.namespace.join(SEPARATOR), name: destination.name };
+      const entity = await repo.getEntity(tx, prefix, from.namespace, from.name);
+      if (entity === undefined || entity.kind !== 'table')
+        throw noSuchTable([...source.namespace, source.name].join('.'));
+      await requireNamespace(tx, prefix, to.namespace);
+      if ((await repo.getEntity(tx, prefix, to.namespace, to.name)) !== undefined) {
+        throw alreadyExists(`Table ${[...destination.namespace, destination.name].join('.')}`);
+      }
+      await repo.renameEntity(tx, prefix, from, to, 'table');
+      return { status: 204 };
+    });
+  });
+
+  app.post('/namespaces/:namespace/tables/:table/metrics', async (request, reply) => {
+    await loadTable(request);
+    return reply.code(204).send();
+  });
+};
+
+/** What this server implements, as `/v1/config` advertises it. */
+export const ENDPOINTS = [
+  'GET /v1/{prefix}/namespaces',
+  'POST /v1/{prefix}/namespaces',
+  'GET /v1/{prefix}/namespaces/{namespace}',
+  'HEAD /v1/{prefix}/namespaces/{namespace}',
+  'DELETE /v1/{prefix}/namespaces/{namespace}',
+  'POST /v1/{prefix}/namespaces/{namespace}/properties',
+  'GET /v1/{prefix}/namespaces/{namespace}/tables',
+  'POST /v1/{prefix}/namespaces/{namespace}/tables',
+  'GET /v1/{prefix}/namespaces/{namespace}/tables/{table}',
+  'HEAD /v1/{prefix}/namespaces/{namespace}/tables/{table}',
+  'POST /v1/{prefix}/namespaces/{namespace}/tables/{table}',
+  'DELETE /v1/{prefix}/namespaces/{namespace}/tables/{table}',
+  'POST /v1/{prefix}/namespaces/{namespace}/register',
+  'POST /v1/{prefix}/namespaces/{namespace}/tables/{table}/metrics',
+  'POST /v1/{prefix}/tables/rename',
+];

@@ -1,0 +1,80 @@
+import { randomUUID } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { FastifyInstance } from 'fastify';
+import { buildApp } from '../../src/app.js';
+import { loadConfig } from '../../src/config.js';
+import { type CatalogDatabase, openDatabase } from '../../src/db.js';
+
+export interface Node {
+  url: string;
+  app: FastifyInstance;
+  db: CatalogDatabase;
+  close(): Promise<void>;
+}
+
+/** Start one catalog node over `databaseUrl` (each node its own pool), listening on a free port. */
+export async function startNode(databaseUrl: string, env: Record<string, string> = {}): Promise<Node> {
+  const warehouse = mkdtempSync(join(tmpdir(), 'idem-warehouse-'));
+  const config = loadConfig({ DATABASE_URL: databaseUrl, WAREHOUSE: warehouse, LOG_LEVEL: 'silent', ...env });
+  const db = await openDatabase(config.databaseUrl);
+  const app = await buildApp(config, db);
+  const url = await app.listen({ host: '127.0.0.1', port: 0 });
+  return {
+    url,
+    app,
+    db,
+    async close() {
+      await app.close();
+      await db.close();
+      rmSync(warehouse, { recursive: true, force: true });
+    },
+  };
+}
+
+/** A random UUIDv7-shaped key. */
+export const newKey = (): string => {
+  const uuid = randomUUID();
+  return `${uuid.slice(0, 14)}7${uuid.slice(15)}`;
+};
+
+export interface Answer {
+  status: number;
+  headers: Headers;
+  text: string;
+  // biome-ignore lint/suspicious/noExplicitAny: tests read answers field by field.
+  json(): any;
+}
+
+export async function call(
+  url: string,
+  method: string,
+  path: string,
+  options: { body?: unknown; key?: string; token?: string; raw?: string } = {},
+): Promise<Answer> {
+  const headers: Record<string, string> = {};
+  if (options.body !== undefined || options.raw !== undefined) headers['content-type'] = 'application/json';
+  if (options.key !== undefined) headers['idempotency-key'] = options.key;
+  if (options.token !== undefined) headers.authorization = `Bearer ${options.token}`;
+  const response = await fetch(url + path, {
+    method,
+    headers,
+    ...(options.raw !== undefined
+      ? { body: options.raw }
+      : options.body !== undefined
+        ? { body: JSON.stringify(options.body) }
+        : {}),
+  });
+  const text = await response.text();
+  return { status: response.status, headers: response.headers, text, json: () => JSON.parse(text) };
+}
+
+export const schema = {
+  type: 'struct',
+  'schema-id': 0,
+  fields: [
+    { id: 1, name: 'id', required: true, type: 'long' },
+    { id: 2, name: 'name', required: false, type: 'string' },
+  ],
+};
