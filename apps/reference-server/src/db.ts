@@ -32,15 +32,17 @@ export interface CatalogDatabase extends Executor {
 
 /** Names are exact on every database: text on SQLite/PostgreSQL, bytes on MySQL (see @idem/store-sql). */
 function catalogDdl(dialect: CatalogDatabase['dialect']): string[] {
+  // MySQL caps a primary key at 3072 bytes: prefix 255 + namespace 1020 + name 1020 bytes fit.
+  const prefix = dialect === 'mysql' ? 'varbinary(255)' : dialect === 'postgres' ? 'varchar(255)' : 'text';
   const name = dialect === 'mysql' ? 'varbinary(1020)' : dialect === 'postgres' ? 'varchar(255)' : 'text';
-  const path = dialect === 'mysql' ? 'varbinary(3060)' : dialect === 'postgres' ? 'varchar(1024)' : 'text';
+  const path = dialect === 'mysql' ? 'varbinary(1020)' : dialect === 'postgres' ? 'varchar(1024)' : 'text';
   const text = dialect === 'mysql' ? 'longtext' : 'text';
   return [
     `CREATE TABLE IF NOT EXISTS catalog_namespaces (
-      prefix ${name} NOT NULL, namespace ${path} NOT NULL, properties ${text} NOT NULL,
+      prefix ${prefix} NOT NULL, namespace ${path} NOT NULL, properties ${text} NOT NULL,
       PRIMARY KEY (prefix, namespace))`,
     `CREATE TABLE IF NOT EXISTS catalog_entities (
-      prefix ${name} NOT NULL, namespace ${path} NOT NULL, name ${name} NOT NULL, kind varchar(8) NOT NULL,
+      prefix ${prefix} NOT NULL, namespace ${path} NOT NULL, name ${name} NOT NULL, kind varchar(8) NOT NULL,
       metadata_location ${text} NOT NULL, metadata ${text} NOT NULL,
       PRIMARY KEY (prefix, namespace, name))`,
   ];

@@ -1,0 +1,139 @@
+import { randomBytes } from 'node:crypto';
+import mysql from 'mysql2/promise';
+import pg from 'pg';
+import { describe, expect, test } from 'vitest';
+import { call, newKey, type Node, schema, startNode } from './support/server.js';
+
+const PG_URL = process.env.PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+const MYSQL_URL = process.env.MYSQL_URL ?? 'mysql://root@127.0.0.1:3306/test';
+
+async function available(name: string, probe: () => Promise<unknown>): Promise<boolean> {
+  try {
+    await probe();
+    return true;
+  } catch (error) {
+    if (process.env.CI === 'true') throw new Error(`${name} is not reachable under CI=true: ${(error as Error).message}`);
+    console.warn(`skipping the ${name} multi-node suite: ${(error as Error).message}`);
+    return false;
+  }
+}
+
+/** A database of its own on the server, so that runs never meet; returns its URL and a cleanup. */
+async function freshPostgres(): Promise<{ url: string; drop(): Promise<void> }> {
+  const name = `ref_${randomBytes(5).toString('hex')}`;
+  const admin = new pg.Client({ connectionString: PG_URL });
+  await admin.connect();
+  await admin.query(`CREATE DATABASE ${name}`);
+  await admin.end();
+  const url = new URL(PG_URL);
+  url.pathname = `/${name}`;
+  return {
+    url: url.href,
+    async drop() {
+      const client = new pg.Client({ connectionString: PG_URL });
+      await client.connect();
+      await client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+      await client.end();
+    },
+  };
+}
+
+async function freshMysql(): Promise<{ url: string; drop(): Promise<void> }> {
+  const name = `ref_${randomBytes(5).toString('hex')}`;
+  const admin = await mysql.createConnection({ uri: MYSQL_URL });
+  await admin.query(`CREATE DATABASE ${name}`);
+  await admin.end();
+  const url = new URL(MYSQL_URL);
+  url.pathname = `/${name}`;
+  return {
+    url: url.href,
+    async drop() {
+      const connection = await mysql.createConnection({ uri: MYSQL_URL });
+      await connection.query(`DROP DATABASE IF EXISTS ${name}`);
+      await connection.end();
+    },
+  };
+}
+
+const backends = [
+  {
+    name: 'PostgreSQL',
+    up: () => available('PostgreSQL', () => new pg.Client({ connectionString: PG_URL }).connect().then((c) => c.end())),
+    fresh: freshPostgres,
+  },
+  {
+    name: 'MariaDB',
+    up: () => available('MariaDB', () => mysql.createConnection({ uri: MYSQL_URL }).then((c) => c.end())),
+    fresh: freshMysql,
+  },
+];
+
+for (const backend of backends) {
+  describe.runIf(await backend.up())(`two catalog nodes on one ${backend.name} database`, () => {
+    async function withNodes(body: (a: Node, b: Node, url: string) => Promise<void>) {
+      const database = await backend.fresh();
+      // The first node creates the schema; the second starts against it, as a scaled-out deployment would.
+      const a = await startNode(database.url);
+      const b = await startNode(database.url);
+      try {
+        await body(a, b, database.url);
+      } finally {
+        await a.close();
+        await b.close();
+        await database.drop();
+      }
+    }
+
+    test('a retry that lands on the other node replays the first answer', () =>
+      withNodes(async (a, b) => {
+        const key = newKey();
+        const first = await call(a.url, 'POST', '/v1/namespaces', { key, body: { namespace: ['shared'] } });
+        const retry = await call(b.url, 'POST', '/v1/namespaces', { key, body: { namespace: ['shared'] } });
+        expect(first.status).toBe(200);
+        expect(retry.status).toBe(200);
+        expect(retry.text).toBe(first.text);
+        expect(retry.headers.get('idempotent-replayed')).toBe('true');
+      }));
+
+    test('20 concurrent creates with one key across both nodes: one table, every answer the same 200', () =>
+      withNodes(async (a, b) => {
+        await call(a.url, 'POST', '/v1/namespaces', { body: { namespace: ['race'] } });
+        const key = newKey();
+        const answers = await Promise.all(
+          Array.from({ length: 20 }, (_, i) =>
+            call(i % 2 === 0 ? a.url : b.url, 'POST', '/v1/namespaces/race/tables', { key, body: { name: 'once', schema } }),
+          ),
+        );
+        const statuses = answers.map((answer) => answer.status);
+        // Each duplicate waits for the first and replays it; none may execute the create a second time.
+        expect(statuses.filter((s) => s === 200).length + statuses.filter((s) => s === 503).length).toBe(20);
+        const bodies = new Set(answers.filter((answer) => answer.status === 200).map((answer) => answer.text));
+        expect(bodies.size).toBe(1);
+        expect(answers.filter((answer) => answer.status === 200 && answer.headers.get('idempotent-replayed') === null)).toHaveLength(1);
+        expect((await call(b.url, 'GET', '/v1/namespaces/race/tables')).json().identifiers).toHaveLength(1);
+      }));
+
+    test('a commit whose reservation was taken over is rolled back: 503, and the work is committed once', () =>
+      withNodes(async (a, b) => {
+        await call(a.url, 'POST', '/v1/namespaces', { body: { namespace: ['fence'] } });
+        await call(a.url, 'POST', '/v1/namespaces/fence/tables', { body: { name: 't', schema } });
+        const key = newKey();
+        // Node A reserves the key; the reservation is then stolen (as if A's lease lapsed and B took over) by
+        // rewriting its owner, so that A's fenced finalize inside its transaction finds it lost.
+        const original = a.db.store.reserve.bind(a.db.store);
+        a.db.store.reserve = async (params) => {
+          const result = await original(params);
+          await b.db.store.release({ scope: params.scope, key: params.key, owner: params.owner });
+          await b.db.store.reserve({ ...params, owner: 'thief', leaseUntilMs: params.nowMs + 60_000 });
+          return result;
+        };
+        const commit = { requirements: [], updates: [{ action: 'set-properties', updates: { n: '1' } }] };
+        const lost = await call(a.url, 'POST', '/v1/namespaces/fence/tables/t', { key, body: commit });
+        expect(lost.status).toBe(503);
+        expect(lost.headers.get('retry-after')).toBeTruthy();
+        const table = (await call(b.url, 'GET', '/v1/namespaces/fence/tables/t')).json();
+        expect(table.metadata.properties).toEqual({}); // rolled back: nothing committed
+        expect(table.metadata['metadata-log']).toHaveLength(0);
+      }));
+  });
+}
