@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import mysql from 'mysql2/promise';
 import pg from 'pg';
 import { describe, expect, test } from 'vitest';
-import { call, newKey, type Node, schema, startNode } from './support/server.js';
+import { call, type Node, newKey, schema, startNode } from './support/server.js';
 
 const PG_URL = process.env.PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 const MYSQL_URL = process.env.MYSQL_URL ?? 'mysql://root@127.0.0.1:3306/test';
@@ -12,7 +12,8 @@ async function available(name: string, probe: () => Promise<unknown>): Promise<b
     await probe();
     return true;
   } catch (error) {
-    if (process.env.CI === 'true') throw new Error(`${name} is not reachable under CI=true: ${(error as Error).message}`);
+    if (process.env.CI === 'true')
+      throw new Error(`${name} is not reachable under CI=true: ${(error as Error).message}`);
     console.warn(`skipping the ${name} multi-node suite: ${(error as Error).message}`);
     return false;
   }
@@ -58,7 +59,10 @@ async function freshMysql(): Promise<{ url: string; drop(): Promise<void> }> {
 const backends = [
   {
     name: 'PostgreSQL',
-    up: () => available('PostgreSQL', () => new pg.Client({ connectionString: PG_URL }).connect().then((c) => c.end())),
+    up: () =>
+      available('PostgreSQL', () =>
+        new pg.Client({ connectionString: PG_URL }).connect().then((c) => c.end()),
+      ),
     fresh: freshPostgres,
   },
   {
@@ -101,15 +105,24 @@ for (const backend of backends) {
         const key = newKey();
         const answers = await Promise.all(
           Array.from({ length: 20 }, (_, i) =>
-            call(i % 2 === 0 ? a.url : b.url, 'POST', '/v1/namespaces/race/tables', { key, body: { name: 'once', schema } }),
+            call(i % 2 === 0 ? a.url : b.url, 'POST', '/v1/namespaces/race/tables', {
+              key,
+              body: { name: 'once', schema },
+            }),
           ),
         );
         const statuses = answers.map((answer) => answer.status);
         // Each duplicate waits for the first and replays it; none may execute the create a second time.
         expect(statuses.filter((s) => s === 200).length + statuses.filter((s) => s === 503).length).toBe(20);
-        const bodies = new Set(answers.filter((answer) => answer.status === 200).map((answer) => answer.text));
+        const bodies = new Set(
+          answers.filter((answer) => answer.status === 200).map((answer) => answer.text),
+        );
         expect(bodies.size).toBe(1);
-        expect(answers.filter((answer) => answer.status === 200 && answer.headers.get('idempotent-replayed') === null)).toHaveLength(1);
+        expect(
+          answers.filter(
+            (answer) => answer.status === 200 && answer.headers.get('idempotent-replayed') === null,
+          ),
+        ).toHaveLength(1);
         expect((await call(b.url, 'GET', '/v1/namespaces/race/tables')).json().identifiers).toHaveLength(1);
       }));
 

@@ -8,17 +8,10 @@ import mysql from 'mysql2/promise';
 import pg from 'pg';
 import { describe, expect, test } from 'vitest';
 import { MYSQL_URL, mysqlUp, PG_URL, pgUp, uniqueTable } from './support/backends.js';
+import { reserveParamsIn } from './support/params.js';
 
 const nowMs = Date.UTC(2030, 0, 1);
-const reserveParams = (key: string) => ({
-  scope: 'faults',
-  key,
-  fingerprint: 'f',
-  owner: randomUUID(),
-  nowMs,
-  leaseUntilMs: nowMs + 30_000,
-  expiresAtMs: nowMs + 60_000,
-});
+const reserveParams = (key: string) => reserveParamsIn('faults', key);
 
 /**
  * Block a store call on a row lock held by a second connection, kill the store's backend connection while it

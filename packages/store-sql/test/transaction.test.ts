@@ -10,6 +10,7 @@ import mysql from 'mysql2/promise';
 import pg from 'pg';
 import { describe, expect, test } from 'vitest';
 import { MYSQL_URL, mysqlUp, PG_URL, pgUp, uniqueTable } from './support/backends.js';
+import { reserveParamsIn } from './support/params.js';
 
 const nowMs = Date.UTC(2030, 0, 1);
 const response: StoredResponse = {
@@ -17,15 +18,7 @@ const response: StoredResponse = {
   headers: { location: '/orders/1' },
   body: Buffer.from('{"id":1}'),
 };
-const reserveParams = (key: string) => ({
-  scope: 'tx',
-  key,
-  fingerprint: 'f',
-  owner: randomUUID(),
-  nowMs,
-  leaseUntilMs: nowMs + 30_000,
-  expiresAtMs: nowMs + 60_000,
-});
+const reserveParams = (key: string) => reserveParamsIn('tx', key);
 
 class RolledBack extends Error {}
 
