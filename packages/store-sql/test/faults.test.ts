@@ -10,7 +10,6 @@ import { describe, expect, test } from 'vitest';
 import { MYSQL_URL, mysqlUp, PG_URL, pgUp, uniqueTable } from './support/backends.js';
 import { reserveParamsIn } from './support/params.js';
 
-const nowMs = Date.UTC(2030, 0, 1);
 const reserveParams = (key: string) => reserveParamsIn('faults', key);
 
 /**
