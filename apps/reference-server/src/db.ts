@@ -48,6 +48,30 @@ function catalogDdl(dialect: CatalogDatabase['dialect']): string[] {
   ];
 }
 
+// Two nodes starting at once race on CREATE TABLE IF NOT EXISTS; losing that race means the table is there.
+const ALREADY_THERE = new Set(['42P07', '42710', '23505', 'ER_TABLE_EXISTS_ERROR']);
+
+async function createCatalogTables(
+  run: (ddl: string) => Promise<unknown>,
+  dialect: CatalogDatabase['dialect'],
+) {
+  for (const ddl of catalogDdl(dialect)) {
+    try {
+      await run(ddl);
+    } catch (error) {
+      let e: unknown = error;
+      while (
+        typeof e === 'object' &&
+        e !== null &&
+        !ALREADY_THERE.has(String((e as { code?: unknown }).code))
+      ) {
+        e = (e as { cause?: unknown }).cause;
+      }
+      if (e === undefined || e === null) throw error;
+    }
+  }
+}
+
 /** A mutex for the single SQLite connection: a transaction must not interleave with other statements. */
 function serial() {
   let tail: Promise<unknown> = Promise.resolve();
@@ -70,7 +94,7 @@ export async function openDatabase(url: string): Promise<CatalogDatabase> {
       finalize: (params) => store.finalizeInTransaction(tx as never, params),
     });
     await ensureSchema(db, { dialect: 'postgres' });
-    for (const ddl of catalogDdl('postgres')) await db.execute(sql.raw(ddl));
+    await createCatalogTables((ddl) => db.execute(sql.raw(ddl)), 'postgres');
     return {
       dialect: 'postgres',
       store,
@@ -90,7 +114,7 @@ export async function openDatabase(url: string): Promise<CatalogDatabase> {
       finalize: (params) => store.finalizeInTransaction(tx as never, params),
     });
     await ensureSchema(db, { dialect: 'mysql' });
-    for (const ddl of catalogDdl('mysql')) await db.execute(sql.raw(ddl));
+    await createCatalogTables((ddl) => db.execute(sql.raw(ddl)), 'mysql');
     return {
       dialect: 'mysql',
       store,

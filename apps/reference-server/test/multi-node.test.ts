@@ -76,9 +76,8 @@ for (const backend of backends) {
   describe.runIf(await backend.up())(`two catalog nodes on one ${backend.name} database`, () => {
     async function withNodes(body: (a: Node, b: Node, url: string) => Promise<void>) {
       const database = await backend.fresh();
-      // The first node creates the schema; the second starts against it, as a scaled-out deployment would.
-      const a = await startNode(database.url);
-      const b = await startNode(database.url);
+      // Both nodes start at once and race to create the schema, as a scaled-out deployment does.
+      const [a, b] = await Promise.all([startNode(database.url), startNode(database.url)]);
       try {
         await body(a, b, database.url);
       } finally {

@@ -28,10 +28,10 @@ export function schemaStatements(dialect: EnsureSchemaOptions['dialect'], table 
     .filter((statement) => statement !== '');
 }
 
-// Errors that mean "another node created it first": PostgreSQL duplicate_table / unique_violation (two
-// CREATE TABLE IF NOT EXISTS racing on the catalog), MySQL duplicate key name (MySQL 8 has no
-// CREATE INDEX IF NOT EXISTS).
-const ALREADY_THERE = new Set(['42P07', '23505', 'ER_DUP_KEYNAME', 'ER_TABLE_EXISTS_ERROR']);
+// Errors that mean "another node created it first": PostgreSQL duplicate_table, duplicate_object (the
+// table's row type) and unique_violation (two CREATE TABLE IF NOT EXISTS racing on the system catalogs, each
+// seen in this project's own race test), MySQL duplicate key name (MySQL 8 has no CREATE INDEX IF NOT EXISTS).
+const ALREADY_THERE = new Set(['42P07', '42710', '23505', 'ER_DUP_KEYNAME', 'ER_TABLE_EXISTS_ERROR']);
 
 function alreadyThere(error: unknown): boolean {
   for (let e: unknown = error; typeof e === 'object' && e !== null; e = (e as { cause?: unknown }).cause) {
