@@ -1,10 +1,11 @@
 import { idempotency } from '@idem/adapter-fastify';
-import type { IdemError } from '@idem/core';
+import type { IdemError, StoredResponse } from '@idem/core';
 import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify';
 import type { ServerConfig } from './config.js';
 import type { CatalogDatabase } from './db.js';
 import { IcebergError, notAuthorized } from './errors.js';
 import { catalogRoutes, ENDPOINTS } from './routes/catalog-routes.js';
+import { viewRoutes } from './routes/view-routes.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -18,6 +19,23 @@ const ERROR_TYPES: Record<number, string> = {
   409: 'CommitFailedException',
   503: 'ServiceUnavailableException',
 };
+
+/** Table and view config handed to clients with every load result (storage settings, credentials). */
+const tableConfig = (): Record<string, string> => ({});
+
+/** Rewrite a JSON load result (one with `metadata`, `metadata-location` and `config`); other answers as they are. */
+function withBody(
+  response: StoredResponse,
+  rewrite: (result: Record<string, unknown>) => object,
+): StoredResponse {
+  if (response.body === null || !String(response.headers['content-type']).startsWith('application/json'))
+    return response;
+  const result = JSON.parse(Buffer.from(response.body).toString()) as Record<string, unknown>;
+  if (typeof result !== 'object' || result === null || !('metadata' in result) || !('config' in result)) {
+    return response;
+  }
+  return { ...response, body: Buffer.from(JSON.stringify(rewrite(result))) };
+}
 
 /** The catalog prefix of a request ('' without one): keys are scoped to prefix + principal. */
 const prefixOf = (request: FastifyRequest): string => (request.params as { prefix?: string }).prefix ?? '';
@@ -56,6 +74,10 @@ export async function buildApp(config: ServerConfig, db: CatalogDatabase): Promi
       statuses: { keyReused: 400, inProgress: 503 },
       inFlight: { strategy: 'wait', maxWaitMs: config.idempotency.maxWaitMs, timeoutStatus: 503 },
       scope: (request) => `${prefixOf(request)}\u001f${request.principal}`,
+      // A load result's `config` is where a catalog vends storage credentials: it is stored empty, and a
+      // replay gets the config that holds now.
+      redact: (response) => withBody(response, (result) => ({ ...result, config: {} })),
+      rebuildReplay: (stored) => withBody(stored, (result) => ({ ...result, config: tableConfig() })),
       formatError: (error: IdemError) => ({
         error: {
           message: error.message,
@@ -123,7 +145,9 @@ export async function buildApp(config: ServerConfig, db: CatalogDatabase): Promi
     }
   });
 
-  await app.register(catalogRoutes, { prefix: '/v1', config, db });
-  await app.register(catalogRoutes, { prefix: '/v1/:prefix', config, db });
+  for (const prefix of ['/v1', '/v1/:prefix']) {
+    await app.register(catalogRoutes, { prefix, config, db });
+    await app.register(viewRoutes, { prefix, config, db });
+  }
   return app;
 }

@@ -19,7 +19,8 @@ export type TableMetadata = Json & {
   'sort-orders': Json[];
   'default-sort-order-id': number;
   properties: Record<string, string>;
-  'current-snapshot-id'?: number | null;
+  /** Absent while the table has no current snapshot (the spec allows no null here). */
+  'current-snapshot-id'?: number;
   snapshots: Json[];
   refs: Record<string, Json>;
   'snapshot-log': Json[];
@@ -127,7 +128,6 @@ export function newTableMetadata(request: Json, location: string, nowMs: number)
     'sort-orders': [{ 'order-id': 0, fields: [], ...writeOrder }],
     'default-sort-order-id': Number(writeOrder['order-id'] ?? 0),
     properties,
-    'current-snapshot-id': null,
     snapshots: [],
     refs: {},
     'snapshot-log': [],
@@ -290,13 +290,13 @@ export function applyUpdates(current: TableMetadata, updates: unknown, nowMs: nu
         m.snapshots = m.snapshots.filter((s) => !ids.has(s['snapshot-id']));
         for (const [name, ref] of Object.entries(m.refs))
           if (ids.has(ref['snapshot-id'])) delete m.refs[name];
-        if (ids.has(m['current-snapshot-id'])) m['current-snapshot-id'] = null;
+        if (ids.has(m['current-snapshot-id'])) delete m['current-snapshot-id'];
         break;
       }
       case 'remove-snapshot-ref': {
         const name = string(update['ref-name'], 'ref-name');
         delete m.refs[name];
-        if (name === 'main') m['current-snapshot-id'] = null;
+        if (name === 'main') delete m['current-snapshot-id'];
         break;
       }
       case 'set-location':

@@ -18,62 +18,64 @@ import {
   noSuchNamespace,
   noSuchTable,
 } from '../errors.js';
+import {
+  body,
+  identifier,
+  loadResult,
+  namespaceOf,
+  namespaceParts,
+  type Params,
+  requireNamespace,
+  stringMap,
+} from './parse.js';
 import { mutate, send } from './respond.js';
-
-type Params = { prefix?: string; namespace?: string; table?: string };
-
-function namespaceParts(text: string): string[] {
-  const parts = text.split(SEPARATOR);
-  if (parts.some((part) => part === '')) throw badRequest(`invalid namespace: ${JSON.stringify(text)}`);
-  return parts;
-}
-
-function namespaceOf(request: FastifyRequest): { prefix: string; parts: string[]; key: string } {
-  const params = request.params as Params;
-  const parts = namespaceParts(params.namespace ?? '');
-  return { prefix: params.prefix ?? '', parts, key: parts.join(SEPARATOR) };
-}
-
-function body(request: FastifyRequest): Record<string, unknown> {
-  const value = request.body;
-  if (typeof value !== 'object' || value === null || Array.isArray(value))
-    throw badRequest('the request body must be a JSON object');
-  return value as Record<string, unknown>;
-}
-
-function identifier(value: unknown, field: string): { namespace: string[]; name: string } {
-  const id = value as { namespace?: unknown; name?: unknown } | null;
-  if (typeof id !== 'object' || id === null || !Array.isArray(id.namespace) || typeof id.name !== 'string') {
-    throw badRequest(`${field} must be { namespace: string[], name: string }`);
-  }
-  if (!id.namespace.every((p) => typeof p === 'string' && p !== ''))
-    throw badRequest(`${field}.namespace must hold names`);
-  return { namespace: id.namespace as string[], name: id.name };
-}
-
-function stringMap(value: unknown, field: string): Record<string, string> {
-  if (value === undefined) return {};
-  if (typeof value !== 'object' || value === null || Array.isArray(value))
-    throw badRequest(`${field} must be an object`);
-  for (const [k, v] of Object.entries(value))
-    if (typeof v !== 'string') throw badRequest(`${field}.${k} must be a string`);
-  return value as Record<string, string>;
-}
-
-async function requireNamespace(ex: Executor, prefix: string, key: string) {
-  const properties = await repo.getNamespace(ex, prefix, key);
-  if (properties === undefined) throw noSuchNamespace(key.split(SEPARATOR).join('.'));
-  return properties;
-}
-
-const loadResult = (entity: repo.Entity) => ({
-  'metadata-location': entity.metadataLocation,
-  metadata: entity.metadata,
-  config: {},
-});
 
 /** The version number of the next metadata file: one more than the files the log remembers. */
 const nextVersion = (metadata: TableMetadata) => metadata['metadata-log'].length + 1;
+
+interface PreparedCommit {
+  readonly key: string;
+  readonly name: string;
+  readonly label: string;
+  readonly expectedLocation: string;
+  readonly metadataLocation: string;
+  readonly next: TableMetadata;
+}
+
+/**
+ * Check a commit's requirements against the current metadata, apply its updates and write the new metadata
+ * file: everything but the pointer swap, which happens in the transaction (applyCommit).
+ */
+async function prepareCommit(
+  db: Executor,
+  prefix: string,
+  id: { namespace: string[]; name: string },
+  input: Record<string, unknown>,
+): Promise<PreparedCommit> {
+  const key = id.namespace.join(SEPARATOR);
+  const label = [...id.namespace, id.name].join('.');
+  const current = await repo.getEntity(db, prefix, key, id.name);
+  const metadata = current?.kind === 'table' ? (current.metadata as TableMetadata) : undefined;
+  checkRequirements(metadata, input.requirements);
+  if (current === undefined || metadata === undefined) throw noSuchTable(label);
+  const next = applyUpdates(metadata, input.updates, Date.now());
+  next['metadata-log'] = [
+    ...metadata['metadata-log'],
+    { 'metadata-file': current.metadataLocation, 'timestamp-ms': metadata['last-updated-ms'] },
+  ];
+  const metadataLocation = await writeMetadata(next.location, nextVersion(metadata), next);
+  return { key, name: id.name, label, expectedLocation: current.metadataLocation, metadataLocation, next };
+}
+
+/** Move the table's pointer, only from the metadata its requirements were checked against. */
+async function applyCommit(tx: Executor, prefix: string, change: PreparedCommit): Promise<void> {
+  const swapped = await repo.swapEntity(tx, prefix, change.key, change.name, change.expectedLocation, {
+    kind: 'table',
+    metadataLocation: change.metadataLocation,
+    metadata: change.next,
+  });
+  if (!swapped) throw commitFailed(`${change.label} changed concurrently; refresh and retry the commit`);
+}
 
 export const catalogRoutes: FastifyPluginAsync<{ config: ServerConfig; db: CatalogDatabase }> = async (
   app,
@@ -232,29 +234,43 @@ export const catalogRoutes: FastifyPluginAsync<{ config: ServerConfig; db: Catal
   });
 
   app.post('/namespaces/:namespace/tables/:table', async (request, reply) => {
+    const { prefix, parts } = namespaceOf(request);
+    const table = (request.params as Params).table as string;
+    const change = await prepareCommit(db, prefix, { namespace: parts, name: table }, body(request));
+    return mutate(request, reply, db, async (tx) => {
+      await applyCommit(tx, prefix, change);
+      return { status: 200, body: { 'metadata-location': change.metadataLocation, metadata: change.next } };
+    });
+  });
+
+  app.post('/transactions/commit', async (request, reply) => {
+    const { prefix = '' } = request.params as Params;
+    const input = body(request);
+    if (!Array.isArray(input['table-changes'])) throw badRequest('table-changes must be an array');
+    const changes: PreparedCommit[] = [];
+    for (const [i, change] of (input['table-changes'] as unknown[]).entries()) {
+      const requestOfTable = change as Record<string, unknown>;
+      const id = identifier(requestOfTable?.identifier, `table-changes[${i}].identifier`);
+      changes.push(await prepareCommit(db, prefix, id, requestOfTable));
+    }
+    // All tables move together, or none does.
+    return mutate(request, reply, db, async (tx) => {
+      for (const change of changes) await applyCommit(tx, prefix, change);
+      return { status: 204 };
+    });
+  });
+
+  app.post('/namespaces/:namespace/tables/:table/unregister', async (request, reply) => {
     const { prefix, parts, key } = namespaceOf(request);
     const table = (request.params as Params).table as string;
-    const input = body(request);
-    const current = await repo.getEntity(db, prefix, key, table);
-    const metadata = current?.kind === 'table' ? (current.metadata as TableMetadata) : undefined;
-    checkRequirements(metadata, input.requirements);
-    if (current === undefined || metadata === undefined) throw noSuchTable([...parts, table].join('.'));
-    const nowMs = Date.now();
-    const next = applyUpdates(metadata, input.updates, nowMs);
-    next['metadata-log'] = [
-      ...metadata['metadata-log'],
-      { 'metadata-file': current.metadataLocation, 'timestamp-ms': metadata['last-updated-ms'] },
-    ];
-    const metadataLocation = await writeMetadata(next.location, nextVersion(metadata), next);
     return mutate(request, reply, db, async (tx) => {
-      // Optimistic: the pointer moves only from the metadata the requirements were checked against.
-      const swapped = await repo.swapEntity(tx, prefix, key, table, current.metadataLocation, {
-        kind: 'table',
-        metadataLocation,
-        metadata: next,
-      });
-      if (!swapped) throw commitFailed('the table changed concurrently; refresh and retry the commit');
-      return { status: 200, body: { 'metadata-location': metadataLocation, metadata: next } };
+      const entity = await repo.getEntity(tx, prefix, key, table);
+      if (entity === undefined || entity.kind !== 'table') throw noSuchTable([...parts, table].join('.'));
+      await repo.deleteEntity(tx, prefix, key, table, 'table');
+      return {
+        status: 200,
+        body: { 'metadata-location': entity.metadataLocation, metadata: entity.metadata },
+      };
     });
   });
 
@@ -341,4 +357,14 @@ export const ENDPOINTS = [
   'POST /v1/{prefix}/namespaces/{namespace}/register',
   'POST /v1/{prefix}/namespaces/{namespace}/tables/{table}/metrics',
   'POST /v1/{prefix}/tables/rename',
+  'POST /v1/{prefix}/namespaces/{namespace}/tables/{table}/unregister',
+  'POST /v1/{prefix}/transactions/commit',
+  'GET /v1/{prefix}/namespaces/{namespace}/views',
+  'POST /v1/{prefix}/namespaces/{namespace}/views',
+  'GET /v1/{prefix}/namespaces/{namespace}/views/{view}',
+  'HEAD /v1/{prefix}/namespaces/{namespace}/views/{view}',
+  'POST /v1/{prefix}/namespaces/{namespace}/views/{view}',
+  'DELETE /v1/{prefix}/namespaces/{namespace}/views/{view}',
+  'POST /v1/{prefix}/views/rename',
+  'POST /v1/{prefix}/namespaces/{namespace}/register-view',
 ];

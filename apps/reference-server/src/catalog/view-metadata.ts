@@ -1,0 +1,133 @@
+import { randomUUID } from 'node:crypto';
+import { badRequest, commitFailed } from '../errors.js';
+
+type Json = Record<string, unknown>;
+export type ViewMetadata = Json & {
+  'view-uuid': string;
+  'format-version': number;
+  location: string;
+  'current-version-id': number;
+  versions: Json[];
+  'version-log': Json[];
+  schemas: Json[];
+  properties: Record<string, string>;
+};
+
+function object(value: unknown, field: string): Json {
+  if (typeof value !== 'object' || value === null || Array.isArray(value))
+    throw badRequest(`${field} must be an object`);
+  return value as Json;
+}
+
+function checkVersion(value: unknown, field: string): Json {
+  const version = object(value, field);
+  if (!Number.isSafeInteger(version['version-id']))
+    throw badRequest(`${field}.version-id must be an integer`);
+  if (!Array.isArray(version.representations)) throw badRequest(`${field}.representations must be an array`);
+  if (!Array.isArray(version['default-namespace']))
+    throw badRequest(`${field}.default-namespace must be an array`);
+  return version;
+}
+
+function checkSchema(value: unknown, field: string): Json {
+  const schema = object(value, field);
+  if (schema.type !== 'struct' || !Array.isArray(schema.fields))
+    throw badRequest(`${field} must be a struct schema with fields`);
+  return schema;
+}
+
+function stringMap(value: unknown, field: string): Record<string, string> {
+  if (value === undefined) return {};
+  const map = object(value, field);
+  for (const [k, v] of Object.entries(map))
+    if (typeof v !== 'string') throw badRequest(`${field}.${k} must be a string`);
+  return map as Record<string, string>;
+}
+
+/** The metadata of a new view from a CreateViewRequest. */
+export function newViewMetadata(request: Json, location: string, nowMs: number): ViewMetadata {
+  const schema = { ...checkSchema(request.schema, 'schema'), 'schema-id': 0 };
+  const version: Json = { ...checkVersion(request['view-version'], 'view-version'), 'schema-id': 0 };
+  if (request.properties === undefined) throw badRequest('properties is required');
+  return {
+    'view-uuid': randomUUID(),
+    'format-version': 1,
+    location,
+    'current-version-id': Number(version['version-id']),
+    versions: [version],
+    'version-log': [{ 'version-id': version['version-id'], 'timestamp-ms': nowMs }],
+    schemas: [schema],
+    properties: stringMap(request.properties, 'properties'),
+  };
+}
+
+export function checkViewRequirements(metadata: ViewMetadata, requirements: unknown): void {
+  if (requirements === undefined) return;
+  if (!Array.isArray(requirements)) throw badRequest('requirements must be an array');
+  for (const [i, r] of requirements.entries()) {
+    const requirement = object(r, `requirements[${i}]`);
+    if (requirement.type !== 'assert-view-uuid')
+      throw badRequest(`unknown requirement type: ${String(requirement.type)}`);
+    if (requirement.uuid !== metadata['view-uuid'])
+      throw commitFailed('Requirement failed: view UUID does not match');
+  }
+}
+
+/** Apply a view commit's updates in order (ViewUpdate of the spec) and return the new metadata. */
+export function applyViewUpdates(current: ViewMetadata, updates: unknown, nowMs: number): ViewMetadata {
+  if (!Array.isArray(updates)) throw badRequest('updates must be an array');
+  const m: ViewMetadata = structuredClone(current);
+  let lastSchemaId: number | undefined;
+  let lastVersionId: number | undefined;
+  for (const [i, u] of updates.entries()) {
+    const update = object(u, `updates[${i}]`);
+    switch (update.action) {
+      case 'assign-uuid':
+        if (typeof update.uuid !== 'string') throw badRequest('uuid must be a string');
+        m['view-uuid'] = update.uuid;
+        break;
+      case 'upgrade-format-version':
+        if (update['format-version'] !== 1) throw badRequest('views have format-version 1');
+        break;
+      case 'add-schema': {
+        const id = Math.max(-1, ...m.schemas.map((s) => Number(s['schema-id']))) + 1;
+        m.schemas.push({ ...checkSchema(update.schema, 'schema'), 'schema-id': id });
+        lastSchemaId = id;
+        break;
+      }
+      case 'set-location':
+        if (typeof update.location !== 'string') throw badRequest('location must be a string');
+        m.location = update.location;
+        break;
+      case 'set-properties':
+        Object.assign(m.properties, stringMap(update.updates, 'updates'));
+        break;
+      case 'remove-properties':
+        for (const key of (update.removals as unknown[] | undefined) ?? []) delete m.properties[String(key)];
+        break;
+      case 'add-view-version': {
+        const version = checkVersion(update['view-version'], 'view-version');
+        const schemaId = version['schema-id'] === -1 ? lastSchemaId : Number(version['schema-id']);
+        if (schemaId === undefined || !m.schemas.some((s) => s['schema-id'] === schemaId)) {
+          throw badRequest(`view-version refers to unknown schema ${String(version['schema-id'])}`);
+        }
+        const id = Math.max(0, ...m.versions.map((v) => Number(v['version-id']))) + 1;
+        m.versions.push({ ...version, 'version-id': id, 'schema-id': schemaId });
+        lastVersionId = id;
+        break;
+      }
+      case 'set-current-view-version': {
+        let id = Number(update['view-version-id']);
+        if (id === -1) id = lastVersionId ?? Number.NaN;
+        if (!m.versions.some((v) => v['version-id'] === id))
+          throw badRequest(`no view version ${update['view-version-id']}`);
+        m['current-version-id'] = id;
+        m['version-log'].push({ 'version-id': id, 'timestamp-ms': nowMs });
+        break;
+      }
+      default:
+        throw badRequest(`unknown or unsupported view update action: ${String(update.action)}`);
+    }
+  }
+  return m;
+}

@@ -1,0 +1,58 @@
+import type { FastifyRequest } from 'fastify';
+import * as repo from '../catalog/repository.js';
+import { SEPARATOR } from '../catalog/repository.js';
+import type { Executor } from '../db.js';
+import { badRequest, noSuchNamespace } from '../errors.js';
+
+export type Params = { prefix?: string; namespace?: string; table?: string };
+
+export function namespaceParts(text: string): string[] {
+  const parts = text.split(SEPARATOR);
+  if (parts.some((part) => part === '')) throw badRequest(`invalid namespace: ${JSON.stringify(text)}`);
+  return parts;
+}
+
+export function namespaceOf(request: FastifyRequest): { prefix: string; parts: string[]; key: string } {
+  const params = request.params as Params;
+  const parts = namespaceParts(params.namespace ?? '');
+  return { prefix: params.prefix ?? '', parts, key: parts.join(SEPARATOR) };
+}
+
+export function body(request: FastifyRequest): Record<string, unknown> {
+  const value = request.body;
+  if (typeof value !== 'object' || value === null || Array.isArray(value))
+    throw badRequest('the request body must be a JSON object');
+  return value as Record<string, unknown>;
+}
+
+export function identifier(value: unknown, field: string): { namespace: string[]; name: string } {
+  const id = value as { namespace?: unknown; name?: unknown } | null;
+  if (typeof id !== 'object' || id === null || !Array.isArray(id.namespace) || typeof id.name !== 'string') {
+    throw badRequest(`${field} must be { namespace: string[], name: string }`);
+  }
+  if (!id.namespace.every((p) => typeof p === 'string' && p !== ''))
+    throw badRequest(`${field}.namespace must hold names`);
+  return { namespace: id.namespace as string[], name: id.name };
+}
+
+export function stringMap(value: unknown, field: string): Record<string, string> {
+  if (value === undefined) return {};
+  if (typeof value !== 'object' || value === null || Array.isArray(value))
+    throw badRequest(`${field} must be an object`);
+  for (const [k, v] of Object.entries(value))
+    if (typeof v !== 'string') throw badRequest(`${field}.${k} must be a string`);
+  return value as Record<string, string>;
+}
+
+export async function requireNamespace(ex: Executor, prefix: string, key: string) {
+  const properties = await repo.getNamespace(ex, prefix, key);
+  if (properties === undefined) throw noSuchNamespace(key.split(SEPARATOR).join('.'));
+  return properties;
+}
+
+/** A LoadTableResult / LoadViewResult. `config` comes last: a replay rebuilds it (see app.ts). */
+export const loadResult = (entity: repo.Entity) => ({
+  'metadata-location': entity.metadataLocation,
+  metadata: entity.metadata,
+  config: {},
+});

@@ -1,0 +1,138 @@
+import type { FastifyPluginAsync, FastifyRequest } from 'fastify';
+import * as repo from '../catalog/repository.js';
+import { SEPARATOR } from '../catalog/repository.js';
+import {
+  applyViewUpdates,
+  checkViewRequirements,
+  newViewMetadata,
+  type ViewMetadata,
+} from '../catalog/view-metadata.js';
+import { defaultLocation, readMetadata, writeMetadata } from '../catalog/warehouse.js';
+import type { ServerConfig } from '../config.js';
+import type { CatalogDatabase } from '../db.js';
+import { alreadyExists, badRequest, commitFailed, noSuchNamespace, noSuchView } from '../errors.js';
+import { body, identifier, loadResult, namespaceOf, requireNamespace } from './parse.js';
+import { mutate } from './respond.js';
+
+const viewName = (request: FastifyRequest) => (request.params as { view: string }).view;
+
+/** Views share the namespace's names with tables: a view and a table cannot have the same name. */
+export const viewRoutes: FastifyPluginAsync<{ config: ServerConfig; db: CatalogDatabase }> = async (
+  app,
+  { config, db },
+) => {
+  app.get('/namespaces/:namespace/views', async (request) => {
+    const { prefix, parts, key } = namespaceOf(request);
+    await requireNamespace(db, prefix, key);
+    const names = await repo.listEntities(db, prefix, key, 'view');
+    return { identifiers: names.map((name) => ({ namespace: parts, name })) };
+  });
+
+  app.post('/namespaces/:namespace/views', async (request, reply) => {
+    const { prefix, parts, key } = namespaceOf(request);
+    const input = body(request);
+    if (typeof input.name !== 'string' || input.name === '')
+      throw badRequest('name must be a non-empty string');
+    const name = input.name;
+    const location =
+      typeof input.location === 'string' ? input.location : defaultLocation(config.warehouse, parts, name);
+    const metadata = newViewMetadata(input, location, Date.now());
+    const metadataLocation = await writeMetadata(location, 0, metadata);
+    return mutate(request, reply, db, async (tx) => {
+      await requireNamespace(tx, prefix, key);
+      if ((await repo.getEntity(tx, prefix, key, name)) !== undefined)
+        throw alreadyExists(`View ${[...parts, name].join('.')}`);
+      const entity = { kind: 'view' as const, metadataLocation, metadata };
+      await repo.insertEntity(tx, prefix, key, name, entity);
+      return { status: 200, body: loadResult(entity) };
+    });
+  });
+
+  const loadView = async (request: FastifyRequest) => {
+    const { prefix, parts, key } = namespaceOf(request);
+    const name = viewName(request);
+    const entity = await repo.getEntity(db, prefix, key, name);
+    if (entity === undefined || entity.kind !== 'view') {
+      if ((await repo.getNamespace(db, prefix, key)) === undefined) throw noSuchNamespace(parts.join('.'));
+      throw noSuchView([...parts, name].join('.'));
+    }
+    return entity;
+  };
+
+  app.get('/namespaces/:namespace/views/:view', async (request) => loadResult(await loadView(request)));
+
+  app.head('/namespaces/:namespace/views/:view', async (request, reply) => {
+    await loadView(request);
+    return reply.code(204).send();
+  });
+
+  app.post('/namespaces/:namespace/views/:view', async (request, reply) => {
+    const { prefix, key } = namespaceOf(request);
+    const name = viewName(request);
+    const current = await loadView(request);
+    const input = body(request);
+    const metadata = current.metadata as ViewMetadata;
+    checkViewRequirements(metadata, input.requirements);
+    const next = applyViewUpdates(metadata, input.updates, Date.now());
+    const metadataLocation = await writeMetadata(next.location, metadata['version-log'].length, next);
+    return mutate(request, reply, db, async (tx) => {
+      const entity = { kind: 'view' as const, metadataLocation, metadata: next };
+      if (!(await repo.swapEntity(tx, prefix, key, name, current.metadataLocation, entity))) {
+        throw commitFailed('the view changed concurrently; refresh and retry');
+      }
+      return { status: 200, body: loadResult(entity) };
+    });
+  });
+
+  app.delete('/namespaces/:namespace/views/:view', async (request, reply) => {
+    const { prefix, parts, key } = namespaceOf(request);
+    const name = viewName(request);
+    return mutate(request, reply, db, async (tx) => {
+      if ((await repo.deleteEntity(tx, prefix, key, name, 'view')) !== 1)
+        throw noSuchView([...parts, name].join('.'));
+      return { status: 204 };
+    });
+  });
+
+  app.post('/views/rename', async (request, reply) => {
+    const { prefix = '' } = request.params as { prefix?: string };
+    const input = body(request);
+    const source = identifier(input.source, 'source');
+    const destination = identifier(input.destination, 'destination');
+    return mutate(request, reply, db, async (tx) => {
+      const from = { namespace: source.namespace.join(SEPARATOR), name: source.name };
+      const to = { namespace: destination.namespace.join(SEPARATOR), name: destination.name };
+      const entity = await repo.getEntity(tx, prefix, from.namespace, from.name);
+      if (entity === undefined || entity.kind !== 'view')
+        throw noSuchView([...source.namespace, source.name].join('.'));
+      await requireNamespace(tx, prefix, to.namespace);
+      if ((await repo.getEntity(tx, prefix, to.namespace, to.name)) !== undefined) {
+        throw alreadyExists(`View ${[...destination.namespace, destination.name].join('.')}`);
+      }
+      await repo.renameEntity(tx, prefix, from, to, 'view');
+      return { status: 204 };
+    });
+  });
+
+  app.post('/namespaces/:namespace/register-view', async (request, reply) => {
+    const { prefix, parts, key } = namespaceOf(request);
+    const input = body(request);
+    if (typeof input.name !== 'string' || input.name === '')
+      throw badRequest('name must be a non-empty string');
+    if (typeof input['metadata-location'] !== 'string')
+      throw badRequest('metadata-location must be a string');
+    const name = input.name;
+    const metadataLocation = input['metadata-location'];
+    const metadata = await readMetadata(metadataLocation).catch((error: Error) => {
+      throw badRequest(`cannot read metadata-location: ${error.message}`);
+    });
+    return mutate(request, reply, db, async (tx) => {
+      await requireNamespace(tx, prefix, key);
+      if ((await repo.getEntity(tx, prefix, key, name)) !== undefined)
+        throw alreadyExists(`View ${[...parts, name].join('.')}`);
+      const entity = { kind: 'view' as const, metadataLocation, metadata };
+      await repo.insertEntity(tx, prefix, key, name, entity);
+      return { status: 200, body: loadResult(entity) };
+    });
+  });
+};
