@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import mysql from 'mysql2/promise';
 import pg from 'pg';
+import { computeFingerprint } from '@idem/core';
 import { describe, expect, test } from 'vitest';
 import { call, type Node, newKey, schema, startNode } from './support/server.js';
 
@@ -123,6 +124,29 @@ for (const backend of backends) {
           ),
         ).toHaveLength(1);
         expect((await call(b.url, 'GET', '/v1/namespaces/race/tables')).json().identifiers).toHaveLength(1);
+      }));
+
+    test('a node that died mid-request frees its key after the lease: the retry on the other node executes', () =>
+      withNodes(async (a, b) => {
+        const key = newKey();
+        const body = { namespace: ['crash'] };
+        // Node A reserved the key and died before answering: its reservation, with a lease of 300 ms, is all
+        // that is left. The fingerprint is the one the coordinator computes for the same request.
+        const nowMs = Date.now();
+        await a.db.store.reserve({
+          scope: '\u001fanonymous',
+          key,
+          fingerprint: computeFingerprint({ method: 'POST', route: '/v1/namespaces', query: {}, body }),
+          owner: 'node-a-that-died',
+          nowMs,
+          leaseUntilMs: nowMs + 300,
+          expiresAtMs: nowMs + 60_000,
+        });
+        const retry = await call(b.url, 'POST', '/v1/namespaces', { key, body });
+        expect(retry.status).toBe(200); // waited for the lease, took the key over, executed
+        expect(retry.headers.get('idempotent-replayed')).toBeNull();
+        const again = await call(a.url, 'POST', '/v1/namespaces', { key, body });
+        expect(again.headers.get('idempotent-replayed')).toBe('true');
       }));
 
     test('a commit whose reservation was taken over is rolled back: 503, and the work is committed once', () =>
