@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
+import { computeFingerprint } from '@idem/core';
 import mysql from 'mysql2/promise';
 import pg from 'pg';
-import { computeFingerprint } from '@idem/core';
 import { describe, expect, test } from 'vitest';
 import { call, type Node, newKey, schema, startNode } from './support/server.js';
 

@@ -11,7 +11,7 @@ import { type PgDb, postgres } from './dialects/postgres.js';
 import { type SqliteDb, sqlite, sqliteSync } from './dialects/sqlite.js';
 import { checkRef, checkReserve, checkResponse } from './limits.js';
 import { toBuffer, toRecord } from './row.js';
-import { finalizeStatement, loadStatement, releaseStatement, renewStatement } from './statements.js';
+import { type FinalizeValues, finalizeShape, loadShape, releaseShape, renewShape } from './statements.js';
 import { checkTableName, DEFAULT_TABLE } from './table-name.js';
 
 export interface SqlStoreOptions {
@@ -89,7 +89,14 @@ export function createSqlStore(
         ...store,
         finalizeInTransaction: (tx, params) => {
           const headers = checkResponse(params, maxBodyBytes);
-          return sqliteSync.affected(tx as SqliteDb, finalize(sqlite, table, params, headers)) === 1;
+          return (
+            sqliteSync.shapeAffected(
+              tx as SqliteDb,
+              table,
+              finalizeShape,
+              finalizeValues(sqlite, params, headers),
+            ) === 1
+          );
         },
       };
     }
@@ -98,9 +105,18 @@ export function createSqlStore(
   }
 }
 
-function finalize<Db>(dialect: Dialect<Db>, table: string, params: FinalizeParams, headers: string) {
-  const { body, bodyOmitted } = params.response;
-  return finalizeStatement(table, params, headers, toBuffer(body), dialect.bool(bodyOmitted === true));
+function finalizeValues<Db>(dialect: Dialect<Db>, params: FinalizeParams, headers: string): FinalizeValues {
+  const { status, body, bodyOmitted } = params.response;
+  return {
+    scope: params.scope,
+    key: params.key,
+    owner: params.owner,
+    status,
+    headers,
+    body: toBuffer(body),
+    bodyOmitted: dialect.bool(bodyOmitted === true),
+    nowMs: params.nowMs,
+  };
 }
 
 function build<Db>(dialect: Dialect<Db>, db: Db, table: string, maxBodyBytes: number): SqlStore<Db, unknown> {
@@ -113,7 +129,7 @@ function build<Db>(dialect: Dialect<Db>, db: Db, table: string, maxBodyBytes: nu
       if (outcome.kind === 'created') {
         return { outcome: 'reserved', record: newReservation(params), tookOver: false };
       }
-      const row = outcome.row ?? (await dialect.rows(db, loadStatement(table, params)))[0];
+      const row = outcome.row ?? (await dialect.shapeRows(db, table, loadShape, params))[0];
       if (row === undefined) continue; // released or purged in between: try again
       const record = toRecord(row);
       if (outcome.kind === 'exists') return { outcome: 'exists', record };
@@ -128,24 +144,30 @@ function build<Db>(dialect: Dialect<Db>, db: Db, table: string, maxBodyBytes: nu
     reserve,
     async load(ref) {
       checkRef(ref);
-      const [row] = await dialect.rows(db, loadStatement(table, ref));
+      const [row] = await dialect.shapeRows(db, table, loadShape, ref);
       return row === undefined ? undefined : toRecord(row);
     },
     async finalize(params) {
       const headers = checkResponse(params, maxBodyBytes);
-      return (await dialect.affected(db, finalize(dialect, table, params, headers))) === 1;
+      return (
+        (await dialect.shapeAffected(db, table, finalizeShape, finalizeValues(dialect, params, headers))) ===
+        1
+      );
     },
     async finalizeInTransaction(tx, params) {
       const headers = checkResponse(params, maxBodyBytes);
-      return (await dialect.affected(tx, finalize(dialect, table, params, headers))) === 1;
+      return (
+        (await dialect.shapeAffected(tx, table, finalizeShape, finalizeValues(dialect, params, headers))) ===
+        1
+      );
     },
     async release(ref) {
       checkRef(ref);
-      return (await dialect.affected(db, releaseStatement(table, ref))) === 1;
+      return (await dialect.shapeAffected(db, table, releaseShape, ref)) === 1;
     },
     async renewLease(params) {
       checkRef(params);
-      return (await dialect.affected(db, renewStatement(table, params))) === 1;
+      return (await dialect.shapeAffected(db, table, renewShape, params)) === 1;
     },
     async purgeExpired(params) {
       if (!Number.isSafeInteger(params.limit) || params.limit < 1) {

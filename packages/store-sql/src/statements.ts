@@ -1,4 +1,4 @@
-import type { FinalizeParams, OwnedRecordRef, RecordRef, RenewLeaseParams } from '@idem/core';
+import type { OwnedRecordRef, RecordRef, RenewLeaseParams } from '@idem/core';
 import { type SQL, sql } from 'drizzle-orm';
 import { COLUMNS } from './row.js';
 
@@ -17,32 +17,54 @@ const whereRecord = (ref: RecordRef): SQL =>
 const whereOwned = (ref: OwnedRecordRef): SQL =>
   sql`${whereRecord(ref)} AND ${sql.identifier('owner')} = ${ref.owner} AND ${sql.identifier('response_status')} IS NULL`;
 
-export function loadStatement(table: string, ref: RecordRef): SQL {
-  return sql`SELECT ${columnList} FROM ${sql.identifier(table)} WHERE ${whereRecord(ref)}`;
+/**
+ * A statement whose text depends only on the table: its values are bound per call. Dialects that can keep a
+ * prepared statement (SQLite) build it once per table with placeholders; the others build it per call.
+ */
+export interface Shape<V> {
+  readonly id: string;
+  build(table: string, values: V): SQL;
 }
 
-export function finalizeStatement(
-  table: string,
-  params: FinalizeParams,
-  headers: string,
-  body: unknown,
-  bodyOmitted: unknown,
-): SQL {
-  return sql`UPDATE ${sql.identifier(table)} SET
+/** The values of a finalize, flat so that each can be a placeholder. */
+export interface FinalizeValues extends OwnedRecordRef {
+  readonly status: number;
+  readonly headers: string;
+  readonly body: unknown;
+  readonly bodyOmitted: unknown;
+  readonly nowMs: number;
+}
+
+export const loadShape: Shape<RecordRef> = {
+  id: 'load',
+  build: (table, ref) => sql`SELECT ${columnList} FROM ${sql.identifier(table)} WHERE ${whereRecord(ref)}`,
+};
+
+export const finalizeShape: Shape<FinalizeValues> = {
+  id: 'finalize',
+  build: (table, v) => sql`UPDATE ${sql.identifier(table)} SET
     ${sql.identifier('owner')} = NULL,
-    ${sql.identifier('response_status')} = ${params.response.status},
-    ${sql.identifier('response_headers')} = ${headers},
-    ${sql.identifier('response_body')} = ${body},
-    ${sql.identifier('body_omitted')} = ${bodyOmitted},
-    ${sql.identifier('updated_at_ms')} = ${params.nowMs}
-    WHERE ${whereOwned(params)}`;
-}
+    ${sql.identifier('response_status')} = ${v.status},
+    ${sql.identifier('response_headers')} = ${v.headers},
+    ${sql.identifier('response_body')} = ${v.body},
+    ${sql.identifier('body_omitted')} = ${v.bodyOmitted},
+    ${sql.identifier('updated_at_ms')} = ${v.nowMs}
+    WHERE ${whereOwned(v)}`,
+};
 
-export function releaseStatement(table: string, ref: OwnedRecordRef): SQL {
-  return sql`DELETE FROM ${sql.identifier(table)} WHERE ${whereOwned(ref)}`;
-}
+export const releaseShape: Shape<OwnedRecordRef> = {
+  id: 'release',
+  build: (table, ref) => sql`DELETE FROM ${sql.identifier(table)} WHERE ${whereOwned(ref)}`,
+};
 
-export function renewStatement(table: string, params: RenewLeaseParams): SQL {
-  return sql`UPDATE ${sql.identifier(table)} SET ${sql.identifier('lease_until_ms')} = ${params.leaseUntilMs}
-    WHERE ${whereOwned(params)}`;
-}
+export const renewShape: Shape<RenewLeaseParams> = {
+  id: 'renew',
+  build: (
+    table,
+    v,
+  ) => sql`UPDATE ${sql.identifier(table)} SET ${sql.identifier('lease_until_ms')} = ${v.leaseUntilMs}
+    WHERE ${whereOwned(v)}`,
+};
+
+/** The load statement with its values (for dialect code that reads a row back). */
+export const loadStatement = (table: string, ref: RecordRef): SQL => loadShape.build(table, ref);

@@ -1,6 +1,7 @@
 import type { PurgeParams, ReserveParams } from '@idem/core';
 import type { SQL } from 'drizzle-orm';
 import type { RawRow } from '../row.js';
+import type { Shape } from '../statements.js';
 
 /**
  * What one reserve statement did: `created` (inserted, or replaced an expired record: the record is exactly
@@ -18,6 +19,10 @@ export interface Dialect<Db> {
   rows(db: Db, statement: SQL): Promise<RawRow[]>;
   /** Run a statement and return how many rows it matched. */
   affected(db: Db, statement: SQL): Promise<number>;
+  /** Run a shaped statement that returns rows (a dialect may keep it prepared). */
+  shapeRows<V>(db: Db, table: string, shape: Shape<V>, values: V): Promise<RawRow[]>;
+  /** Run a shaped statement and return how many rows it matched. */
+  shapeAffected<V>(db: Db, table: string, shape: Shape<V>, values: V): Promise<number>;
   /** How a boolean is bound. */
   bool(value: boolean): unknown;
   /** Run the single reserve statement and say what it did. */

@@ -82,6 +82,12 @@ export const mysql: Dialect<MySqlDb> = {
     const matched = header.info === undefined ? undefined : /Rows matched: (\d+)/.exec(header.info)?.[1];
     return matched === undefined ? header.affectedRows : Number(matched);
   },
+  shapeRows(db, table, shape, values) {
+    return this.rows(db, shape.build(table, values));
+  },
+  shapeAffected(db, table, shape, values) {
+    return this.affected(db, shape.build(table, values));
+  },
   bool: (value) => value,
   async reserve(db, table, params): Promise<ReserveOutcome> {
     // A fresh key, the common case, is a plain INSERT: under concurrency InnoDB runs it markedly faster than

@@ -60,6 +60,12 @@ export const postgres: Dialect<PgDb> = {
     const result = (await db.execute(statement)) as unknown as PgResult;
     return result.rowCount ?? result.affectedRows ?? 0;
   },
+  shapeRows(db, table, shape, values) {
+    return this.rows(db, shape.build(table, values));
+  },
+  shapeAffected(db, table, shape, values) {
+    return this.affected(db, shape.build(table, values));
+  },
   bool: (value) => value,
   async reserve(db, table, params) {
     // One statement, atomic under any concurrency: the insert wins outright, or the conflicting row is

@@ -1,7 +1,8 @@
-import type { PurgeParams } from '@idem/core';
-import { type SQL, sql } from 'drizzle-orm';
+import type { PurgeParams, ReserveParams } from '@idem/core';
+import { is, Placeholder, type SQL, sql } from 'drizzle-orm';
 import { type BaseSQLiteDatabase, SQLiteSyncDialect } from 'drizzle-orm/sqlite-core';
 import type { RawRow } from '../row.js';
+import type { Shape } from '../statements.js';
 import type { Dialect } from './dialect.js';
 import { outcomeOf, upsertReserve } from './postgres.js';
 
@@ -16,46 +17,79 @@ interface Connection {
   prepare(source: string): PreparedStatement;
 }
 
+interface Compiled {
+  readonly statement: PreparedStatement;
+  /** Per parameter: the name of the value to bind, or a constant of the statement. */
+  readonly bindings: readonly ({ name: string } | { constant: unknown })[];
+}
+
 const renderer = new SQLiteSyncDialect();
-const MAX_CACHED = 64;
-const cachedStatements = new WeakMap<Connection, Map<string, PreparedStatement>>();
+const compiledStatements = new WeakMap<Connection, Map<string, Compiled>>();
+
+// Any property read yields a placeholder of that name: builders take their values from it as from real ones.
+const placeholders = new Proxy({}, { get: (_target, name) => sql.placeholder(String(name)) });
+
+/** The better-sqlite3 connection behind a Drizzle database, or undefined (a transaction object, say). */
+function connectionOf(db: SqliteDb): Connection | undefined {
+  const client = (db as { $client?: Partial<Connection> & { inTransaction?: unknown } }).$client;
+  return typeof client?.prepare === 'function' && typeof client.inTransaction === 'boolean'
+    ? (client as Connection)
+    : undefined;
+}
 
 /**
- * Drizzle prepares raw SQL afresh on every call, and parsing the reserve upsert costs SQLite more than running
- * it. The statements here differ only by table name, so they are prepared once per connection and kept.
- * Falls back to Drizzle for anything that is not a better-sqlite3 connection (a transaction object, say).
+ * Drizzle renders and prepares raw SQL afresh on every call, and for the reserve upsert that costs more than
+ * SQLite running it. A shaped statement is rendered with placeholders and prepared once per connection and
+ * table, then only bound. Anything that is not a better-sqlite3 connection goes through Drizzle as usual.
  */
-function prepared(db: SqliteDb, statement: SQL): [PreparedStatement, unknown[]] | undefined {
-  const client = (db as { $client?: Partial<Connection> & { inTransaction?: unknown } }).$client;
-  if (typeof client?.prepare !== 'function' || typeof client.inTransaction !== 'boolean') return undefined;
-  const connection = client as Connection;
-  const query = renderer.sqlToQuery(statement);
-  let cache = cachedStatements.get(connection);
+function compiled<V>(db: SqliteDb, table: string, shape: Shape<V>): Compiled | undefined {
+  const connection = connectionOf(db);
+  if (connection === undefined) return undefined;
+  let cache = compiledStatements.get(connection);
   if (cache === undefined) {
     cache = new Map();
-    cachedStatements.set(connection, cache);
+    compiledStatements.set(connection, cache);
   }
-  let compiled = cache.get(query.sql);
-  if (compiled === undefined) {
-    if (cache.size >= MAX_CACHED) cache.clear();
-    compiled = connection.prepare(query.sql);
-    cache.set(query.sql, compiled);
+  const id = `${table}\u0000${shape.id}`;
+  let entry = cache.get(id);
+  if (entry === undefined) {
+    const query = renderer.sqlToQuery(shape.build(table, placeholders as V));
+    entry = {
+      statement: connection.prepare(query.sql),
+      bindings: query.params.map((param) =>
+        is(param, Placeholder) ? { name: param.name } : { constant: param },
+      ),
+    };
+    cache.set(id, entry);
   }
-  return [compiled, query.params];
+  return entry;
 }
+
+const bind = (entry: Compiled, values: object): unknown[] =>
+  entry.bindings.map((b) => ('name' in b ? (values as Record<string, unknown>)[b.name] : b.constant));
 
 // better-sqlite3 runs each statement synchronously: nothing can interleave inside one, and SQLite's write
 // lock serializes connections of other processes on the same file. These helpers are synchronous so that
 // a caller's synchronous transaction can run them too.
 export const sqliteSync = {
-  rows(db: SqliteDb, statement: SQL): RawRow[] {
-    const hit = prepared(db, statement);
-    return hit === undefined ? db.all<RawRow>(statement) : (hit[0].all(...hit[1]) as RawRow[]);
+  rows: (db: SqliteDb, statement: SQL): RawRow[] => db.all<RawRow>(statement),
+  affected: (db: SqliteDb, statement: SQL): number => db.run(statement).changes,
+  shapeRows<V>(db: SqliteDb, table: string, shape: Shape<V>, values: V): RawRow[] {
+    const entry = compiled(db, table, shape);
+    if (entry === undefined) return db.all<RawRow>(shape.build(table, values));
+    return entry.statement.all(...bind(entry, values as object)) as RawRow[];
   },
-  affected(db: SqliteDb, statement: SQL): number {
-    const hit = prepared(db, statement);
-    return hit === undefined ? db.run(statement).changes : hit[0].run(...hit[1]).changes;
+  shapeAffected<V>(db: SqliteDb, table: string, shape: Shape<V>, values: V): number {
+    const entry = compiled(db, table, shape);
+    if (entry === undefined) return db.run(shape.build(table, values)).changes;
+    return entry.statement.run(...bind(entry, values as object)).changes;
   },
+};
+
+const reserveShape: Shape<ReserveParams> = {
+  id: 'reserve',
+  // SQLite (3.35+) has the same ON CONFLICT … DO UPDATE … WHERE … RETURNING as PostgreSQL.
+  build: (table, params) => upsertReserve(table, params, (value) => (value ? 1 : 0)),
 };
 
 export const sqlite: Dialect<SqliteDb> = {
@@ -66,11 +100,16 @@ export const sqlite: Dialect<SqliteDb> = {
   async affected(db, statement) {
     return sqliteSync.affected(db, statement);
   },
+  async shapeRows(db, table, shape, values) {
+    return sqliteSync.shapeRows(db, table, shape, values);
+  },
+  async shapeAffected(db, table, shape, values) {
+    return sqliteSync.shapeAffected(db, table, shape, values);
+  },
   // SQLite binds numbers, not booleans.
   bool: (value) => (value ? 1 : 0),
   async reserve(db, table, params) {
-    // SQLite (3.35+) has the same ON CONFLICT … DO UPDATE … WHERE … RETURNING as PostgreSQL.
-    return outcomeOf(sqliteSync.rows(db, upsertReserve(table, params, this.bool))[0], params);
+    return outcomeOf(sqliteSync.shapeRows(db, table, reserveShape, params)[0], params);
   },
   async purge(db, table, { beforeMs, limit }: PurgeParams) {
     return sqliteSync.affected(
