@@ -1,6 +1,7 @@
 import { idempotency } from '@idem/adapter-fastify';
 import type { IdemError, StoredResponse } from '@idem/core';
 import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify';
+import { getEntityByUuid } from './catalog/repository.js';
 import type { ServerConfig } from './config.js';
 import type { CatalogDatabase } from './db.js';
 import { IcebergError, notAuthorized } from './errors.js';
@@ -23,18 +24,32 @@ const ERROR_TYPES: Record<number, string> = {
 /** Table and view config handed to clients with every load result (storage settings, credentials). */
 const tableConfig = (): Record<string, string> => ({});
 
-/** Rewrite a JSON load result (one with `metadata`, `metadata-location` and `config`); other answers as they are. */
+/** A stored JSON load result (one with `metadata`, `metadata-location` and `config`), parsed; else undefined. */
+function loadResultOf(response: StoredResponse): Record<string, unknown> | undefined {
+  if (response.body === null || !String(response.headers['content-type']).startsWith('application/json'))
+    return undefined;
+  const result = JSON.parse(Buffer.from(response.body).toString()) as unknown;
+  if (typeof result !== 'object' || result === null || !('metadata' in result) || !('config' in result))
+    return undefined;
+  return result as Record<string, unknown>;
+}
+
+/** Rewrite a load result; other answers stay as they are. */
 function withBody(
   response: StoredResponse,
   rewrite: (result: Record<string, unknown>) => object,
 ): StoredResponse {
-  if (response.body === null || !String(response.headers['content-type']).startsWith('application/json'))
-    return response;
-  const result = JSON.parse(Buffer.from(response.body).toString()) as Record<string, unknown>;
-  if (typeof result !== 'object' || result === null || !('metadata' in result) || !('config' in result)) {
-    return response;
-  }
-  return { ...response, body: Buffer.from(JSON.stringify(rewrite(result))) };
+  const result = loadResultOf(response);
+  return result === undefined
+    ? response
+    : { ...response, body: Buffer.from(JSON.stringify(rewrite(result))) };
+}
+
+/** The table-uuid or view-uuid of a stored load result, if it is one. */
+function loadResultUuid(response: StoredResponse): string | undefined {
+  const metadata = loadResultOf(response)?.metadata as Record<string, unknown> | undefined;
+  const value = metadata?.['table-uuid'] ?? metadata?.['view-uuid'];
+  return typeof value === 'string' ? value : undefined;
 }
 
 /** The catalog prefix of a request ('' without one): keys are scoped to prefix + principal. */
@@ -77,7 +92,20 @@ export async function buildApp(config: ServerConfig, db: CatalogDatabase): Promi
       // A load result's `config` is where a catalog vends storage credentials: it is stored empty, and a
       // replay gets the config that holds now.
       redact: (response) => withBody(response, (result) => ({ ...result, config: {} })),
-      rebuildReplay: (stored) => withBody(stored, (result) => ({ ...result, config: tableConfig() })),
+      // A replayed load result (create, register, replace) shows the table or view as it is now, as the spec
+      // allows ("an equivalent final response ... may reflect a newer state"), found by its UUID.
+      rebuildReplay: async (stored, { scope }) => {
+        const uuid = loadResultUuid(stored);
+        const current =
+          uuid === undefined ? undefined : await getEntityByUuid(db, scope.split('\u001f')[0] ?? '', uuid);
+        return withBody(stored, (result) => ({
+          ...result,
+          ...(current === undefined
+            ? {}
+            : { 'metadata-location': current.metadataLocation, metadata: current.metadata }),
+          config: tableConfig(),
+        }));
+      },
       formatError: (error: IdemError) => ({
         error: {
           message: error.message,

@@ -43,13 +43,15 @@ function catalogDdl(dialect: CatalogDatabase['dialect']): string[] {
       PRIMARY KEY (prefix, namespace))`,
     `CREATE TABLE IF NOT EXISTS catalog_entities (
       prefix ${prefix} NOT NULL, namespace ${path} NOT NULL, name ${name} NOT NULL, kind varchar(8) NOT NULL,
-      metadata_location ${text} NOT NULL, metadata ${text} NOT NULL,
+      uuid varchar(64) NOT NULL, metadata_location ${text} NOT NULL, metadata ${text} NOT NULL,
       PRIMARY KEY (prefix, namespace, name))`,
+    // Replays find a table or view by its UUID, wherever it has been renamed to since.
+    `CREATE INDEX ${dialect === 'mysql' ? '' : 'IF NOT EXISTS '}catalog_entities_uuid ON catalog_entities (uuid)`,
   ];
 }
 
 // Two nodes starting at once race on CREATE TABLE IF NOT EXISTS; losing that race means the table is there.
-const ALREADY_THERE = new Set(['42P07', '42710', '23505', 'ER_TABLE_EXISTS_ERROR']);
+const ALREADY_THERE = new Set(['42P07', '42710', '23505', 'ER_TABLE_EXISTS_ERROR', 'ER_DUP_KEYNAME']);
 
 async function createCatalogTables(
   run: (ddl: string) => Promise<unknown>,

@@ -170,6 +170,29 @@ describe('idempotency on SQLite', () => {
     expect(table.metadata.schemas).toHaveLength(2);
   });
 
+  test('a replayed create shows the table as it is now, even renamed since', async () => {
+    await call(node.url, 'POST', '/v1/namespaces', { body: { namespace: ['idem8'] } });
+    const key = newKey();
+    const request = { name: 'fresh', schema };
+    const created = await call(node.url, 'POST', '/v1/namespaces/idem8/tables', { key, body: request });
+    await call(node.url, 'POST', '/v1/namespaces/idem8/tables/fresh', {
+      body: { requirements: [], updates: [{ action: 'set-properties', updates: { later: 'yes' } }] },
+    });
+    await call(node.url, 'POST', '/v1/tables/rename', {
+      body: {
+        source: { namespace: ['idem8'], name: 'fresh' },
+        destination: { namespace: ['idem8'], name: 'moved' },
+      },
+    });
+    const replay = await call(node.url, 'POST', '/v1/namespaces/idem8/tables', { key, body: request });
+    expect(replay.status).toBe(200);
+    expect(replay.headers.get('idempotent-replayed')).toBe('true');
+    expect(replay.json().metadata['table-uuid']).toBe(created.json().metadata['table-uuid']);
+    expect(replay.json().metadata.properties).toEqual({ later: 'yes' });
+    expect(replay.json()['metadata-location']).not.toBe(created.json()['metadata-location']);
+    expect(replay.json().config).toEqual({});
+  });
+
   test('drop twice with one key: 204 both times', async () => {
     await call(node.url, 'POST', '/v1/namespaces', { body: { namespace: ['idem3'] } });
     const key = newKey();

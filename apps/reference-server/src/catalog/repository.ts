@@ -15,6 +15,12 @@ export interface Entity {
 // MySQL returns VARBINARY columns as Buffers.
 const text = (value: unknown): string => (Buffer.isBuffer(value) ? value.toString('utf8') : String(value));
 
+const toEntity = (row: Row): Entity => ({
+  kind: text(row.kind) as EntityKind,
+  metadataLocation: text(row.metadata_location),
+  metadata: JSON.parse(text(row.metadata)) as Record<string, unknown>,
+});
+
 export async function getNamespace(ex: Executor, prefix: string, namespace: string) {
   const [row] = await ex.rows(
     sql`SELECT properties FROM catalog_namespaces WHERE prefix = ${prefix} AND namespace = ${namespace}`,
@@ -70,12 +76,7 @@ export async function getEntity(
     sql`SELECT kind, metadata_location, metadata FROM catalog_entities
       WHERE prefix = ${prefix} AND namespace = ${namespace} AND name = ${name}`,
   );
-  if (row === undefined) return undefined;
-  return {
-    kind: text(row.kind) as EntityKind,
-    metadataLocation: text(row.metadata_location),
-    metadata: JSON.parse(text(row.metadata)) as Record<string, unknown>,
-  };
+  return row === undefined ? undefined : toEntity(row);
 }
 
 export async function listEntities(ex: Executor, prefix: string, namespace: string, kind: EntityKind) {
@@ -86,6 +87,10 @@ export async function listEntities(ex: Executor, prefix: string, namespace: stri
   return rows.map((row) => text(row.name));
 }
 
+/** The table-uuid or view-uuid of an entity's metadata. */
+const uuidOf = (entity: Entity): string =>
+  String(entity.metadata['table-uuid'] ?? entity.metadata['view-uuid'] ?? '');
+
 export async function insertEntity(
   ex: Executor,
   prefix: string,
@@ -94,9 +99,22 @@ export async function insertEntity(
   entity: Entity,
 ) {
   await ex.run(
-    sql`INSERT INTO catalog_entities (prefix, namespace, name, kind, metadata_location, metadata)
-      VALUES (${prefix}, ${namespace}, ${name}, ${entity.kind}, ${entity.metadataLocation}, ${JSON.stringify(entity.metadata)})`,
+    sql`INSERT INTO catalog_entities (prefix, namespace, name, kind, uuid, metadata_location, metadata)
+      VALUES (${prefix}, ${namespace}, ${name}, ${entity.kind}, ${uuidOf(entity)}, ${entity.metadataLocation},
+        ${JSON.stringify(entity.metadata)})`,
   );
+}
+
+/** The current state of the table or view with this UUID in the catalog prefix, wherever it lives now. */
+export async function getEntityByUuid(
+  ex: Executor,
+  prefix: string,
+  uuid: string,
+): Promise<Entity | undefined> {
+  const [row] = await ex.rows(
+    sql`SELECT kind, metadata_location, metadata FROM catalog_entities WHERE prefix = ${prefix} AND uuid = ${uuid}`,
+  );
+  return row === undefined ? undefined : toEntity(row);
 }
 
 /** Swap the metadata pointer only if it is still `expectedLocation`: the commit's optimistic lock. */
@@ -109,7 +127,8 @@ export async function swapEntity(
   entity: Entity,
 ): Promise<boolean> {
   const changed = await ex.run(
-    sql`UPDATE catalog_entities SET metadata_location = ${entity.metadataLocation}, metadata = ${JSON.stringify(entity.metadata)}
+    sql`UPDATE catalog_entities SET uuid = ${uuidOf(entity)}, metadata_location = ${entity.metadataLocation},
+      metadata = ${JSON.stringify(entity.metadata)}
       WHERE prefix = ${prefix} AND namespace = ${namespace} AND name = ${name} AND metadata_location = ${expectedLocation}`,
   );
   return changed === 1;
