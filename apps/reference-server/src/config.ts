@@ -1,3 +1,5 @@
+import { readFileSync } from 'node:fs';
+
 /** Every setting of the server, from environment variables (see the README for the table). */
 export interface ServerConfig {
   readonly host: string;
@@ -49,6 +51,15 @@ function parseTokens(text: string | undefined): Map<string, string> {
   return tokens;
 }
 
+function fileSettings(path: string | undefined): Record<string, string> {
+  if (path === undefined || path === '') return {};
+  const parsed = JSON.parse(readFileSync(path, 'utf8')) as unknown;
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
+    throw new Error(`CONFIG_FILE ${path} must hold a JSON object of settings`);
+  }
+  return Object.fromEntries(Object.entries(parsed).map(([name, value]) => [name, String(value)]));
+}
+
 function flag(text: string | undefined, fallback: boolean): boolean {
   if (text === undefined || text === '') return fallback;
   if (/^(1|true|yes|on)$/i.test(text)) return true;
@@ -56,7 +67,12 @@ function flag(text: string | undefined, fallback: boolean): boolean {
   throw new Error(`expected a boolean, got ${JSON.stringify(text)}`);
 }
 
-export function loadConfig(env: NodeJS.ProcessEnv = process.env): ServerConfig {
+/**
+ * Read the settings: the JSON file named by `CONFIG_FILE` (an object of the same names, e.g.
+ * `{ "PORT": 8282, "AUTH_TOKENS": "t1=alice" }`), overridden by the environment.
+ */
+export function loadConfig(environment: NodeJS.ProcessEnv = process.env): ServerConfig {
+  const env = { ...fileSettings(environment.CONFIG_FILE), ...environment };
   const lifetime = env.IDEMPOTENCY_KEY_LIFETIME ?? 'PT30M';
   return {
     host: env.HOST ?? '127.0.0.1',

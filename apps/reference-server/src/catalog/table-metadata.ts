@@ -114,7 +114,7 @@ export function newTableMetadata(request: Json, location: string, nowMs: number)
   const properties = request.properties === undefined ? {} : stringMap(request.properties, 'properties');
   const formatVersion = Number(properties['format-version'] ?? 2);
   if (![1, 2, 3].includes(formatVersion)) throw badRequest(`unsupported format-version ${formatVersion}`);
-  return {
+  return withVersionFields({
     'format-version': formatVersion,
     'table-uuid': randomUUID(),
     location,
@@ -133,7 +133,7 @@ export function newTableMetadata(request: Json, location: string, nowMs: number)
     'snapshot-log': [],
     'metadata-log': [],
     'last-sequence-number': 0,
-  };
+  });
 }
 
 const fail = (message: string) => commitFailed(`Requirement failed: ${message}`);
@@ -186,6 +186,24 @@ export function checkRequirements(metadata: TableMetadata | undefined, requireme
         throw badRequest(`unknown requirement type: ${type}`);
     }
   }
+}
+
+/**
+ * Format-version bookkeeping the spec asks for beyond the common fields: v1 metadata also carries the current
+ * `schema` and the default `partition-spec` fields (readers of v1 expect them); v3 carries `next-row-id`.
+ */
+export function withVersionFields(m: TableMetadata): TableMetadata {
+  const out: TableMetadata = { ...m };
+  if (m['format-version'] === 1) {
+    out.schema = m.schemas.find((s) => s['schema-id'] === m['current-schema-id']);
+    out['partition-spec'] =
+      m['partition-specs'].find((s) => s['spec-id'] === m['default-spec-id'])?.fields ?? [];
+  } else {
+    delete out.schema;
+    delete out['partition-spec'];
+  }
+  if (m['format-version'] >= 3 && typeof out['next-row-id'] !== 'number') out['next-row-id'] = 0;
+  return out;
 }
 
 /** Apply a commit's updates in order and return the new metadata (the input is not modified). */
@@ -314,5 +332,5 @@ export function applyUpdates(current: TableMetadata, updates: unknown, nowMs: nu
     }
   }
   m['last-updated-ms'] = nowMs;
-  return m;
+  return withVersionFields(m);
 }
