@@ -90,18 +90,22 @@ export async function openDatabase(url: string): Promise<CatalogDatabase> {
     pool.on('error', () => {}); // an idle client whose backend died: the pool replaces it
     const db = pgDrizzle(pool);
     const store = createSqlStore(db, { dialect: 'postgres' });
-    const executor = (on: { execute(q: SQL): Promise<unknown> }, tx: unknown): Executor => ({
+    const executor = (
+      on: { execute(q: SQL): Promise<unknown> },
+      finalize: Executor['finalize'],
+    ): Executor => ({
       rows: async (q) => ((await on.execute(q)) as { rows: Row[] }).rows,
       run: async (q) => ((await on.execute(q)) as { rowCount: number | null }).rowCount ?? 0,
-      finalize: (params) => store.finalizeInTransaction(tx as never, params),
+      finalize,
     });
     await ensureSchema(db, { dialect: 'postgres' });
     await createCatalogTables((ddl) => db.execute(sql.raw(ddl)), 'postgres');
     return {
       dialect: 'postgres',
       store,
-      ...executor(db, db),
-      transaction: (body) => db.transaction((tx) => body(executor(tx, tx))),
+      ...executor(db, (params) => store.finalize(params)),
+      transaction: (body) =>
+        db.transaction((tx) => body(executor(tx, (params) => store.finalizeInTransaction(tx, params)))),
       ping: async () => void (await db.execute(sql`SELECT 1`)),
       close: () => pool.end(),
     };
@@ -110,18 +114,22 @@ export async function openDatabase(url: string): Promise<CatalogDatabase> {
     const pool = mysql.createPool({ uri: url, connectionLimit: 10 });
     const db = mysqlDrizzle(pool);
     const store = createSqlStore(db, { dialect: 'mysql' });
-    const executor = (on: { execute(q: SQL): Promise<unknown> }, tx: unknown): Executor => ({
+    const executor = (
+      on: { execute(q: SQL): Promise<unknown> },
+      finalize: Executor['finalize'],
+    ): Executor => ({
       rows: async (q) => ((await on.execute(q)) as [Row[]])[0],
       run: async (q) => ((await on.execute(q)) as [{ affectedRows: number }])[0].affectedRows,
-      finalize: (params) => store.finalizeInTransaction(tx as never, params),
+      finalize,
     });
     await ensureSchema(db, { dialect: 'mysql' });
     await createCatalogTables((ddl) => db.execute(sql.raw(ddl)), 'mysql');
     return {
       dialect: 'mysql',
       store,
-      ...executor(db, db),
-      transaction: (body) => db.transaction((tx) => body(executor(tx, tx))),
+      ...executor(db, (params) => store.finalize(params)),
+      transaction: (body) =>
+        db.transaction((tx) => body(executor(tx, (params) => store.finalizeInTransaction(tx, params)))),
       ping: async () => void (await db.execute(sql`SELECT 1`)),
       close: () => pool.end(),
     };
@@ -140,7 +148,10 @@ export async function openDatabase(url: string): Promise<CatalogDatabase> {
   const direct: Executor = {
     rows: async (q) => db.all<Row>(q),
     run: async (q) => db.run(q).changes,
-    finalize: async (params) => store.finalizeInTransaction(db as never, params),
+    // Inside `transaction` below the connection itself is in the transaction (BEGIN IMMEDIATE), so the
+    // synchronous transactional finalize runs on it directly.
+    finalize: async (params) =>
+      store.finalizeInTransaction(db as unknown as Parameters<typeof store.finalizeInTransaction>[0], params),
   };
   return {
     dialect: 'sqlite',
