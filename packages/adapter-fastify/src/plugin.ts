@@ -68,8 +68,7 @@ const idempotencyPlugin: FastifyPluginAsync<FastifyIdempotencyOptions> = async (
   const perRoute = new WeakMap<RouteIdempotencyOptions, Idempotency>();
   const waits = options.inFlight?.strategy === 'wait';
 
-  const coordinatorFor = (request: FastifyRequest): Idempotency | undefined => {
-    const config = request.routeOptions.config?.idempotency;
+  const coordinatorFor = (config: RouteIdempotencyOptions | false | undefined): Idempotency | undefined => {
     if (config === undefined) return base;
     if (config === false) return undefined;
     let idem = perRoute.get(config);
@@ -89,12 +88,14 @@ const idempotencyPlugin: FastifyPluginAsync<FastifyIdempotencyOptions> = async (
 
   // preHandler: the body is parsed and validated, so invalid input never reaches the store.
   fastify.addHook('preHandler', async (request, reply) => {
-    const idem = coordinatorFor(request);
+    // routeOptions is a getter that builds a new object: read it once.
+    const route = request.routeOptions;
+    const idem = coordinatorFor(route.config?.idempotency);
     if (idem === undefined || !idem.covers(request.method)) return;
     const header = idem.headerName;
     const result = await idem.begin({
       method: request.method,
-      route: request.routeOptions.url ?? request.url,
+      route: route.url ?? request.url,
       query: request.query as Record<string, unknown>,
       body: request.body,
       contentType: request.headers['content-type'],
@@ -125,16 +126,17 @@ const idempotencyPlugin: FastifyPluginAsync<FastifyIdempotencyOptions> = async (
     }
   });
 
-  fastify.addHook('onSend', async (request, _reply, payload) => {
+  // Callback-style hooks: no promise per request where nothing needs awaiting.
+  fastify.addHook('onSend', (request, _reply, payload, done) => {
     const capture = captures.get(request);
-    if (capture === undefined) return payload;
+    if (capture === undefined) return done(null, payload);
     if (typeof payload === 'string' || Buffer.isBuffer(payload)) {
       const size = typeof payload === 'string' ? Buffer.byteLength(payload) : payload.length;
       if (size > maxBodyBytes) capture.truncated = true;
       else capture.body = payload;
-      return payload;
+      return done(null, payload);
     }
-    if (!isReadable(payload)) return payload;
+    if (!isReadable(payload)) return done(null, payload);
     // A stream: pass it through untouched, keeping a copy up to the cap.
     const chunks: Buffer[] = [];
     let size = 0;
@@ -157,18 +159,20 @@ const idempotencyPlugin: FastifyPluginAsync<FastifyIdempotencyOptions> = async (
         callback();
       },
     });
-    return payload.pipe(tee);
+    done(null, payload.pipe(tee));
   });
 
-  fastify.addHook('onResponse', async (request, reply) => {
+  fastify.addHook('onResponse', (request, reply, done) => {
     const capture = captures.get(request);
-    if (capture === undefined) return;
-    await capture.execution.finish({
+    if (capture === undefined) return done();
+    // finish never throws; the response has gone out already, so nothing waits for it.
+    void capture.execution.finish({
       status: reply.statusCode,
       headers: reply.getHeaders(),
       body: capture.body,
       bodyTruncated: capture.truncated,
     });
+    done();
   });
 };
 
