@@ -1,7 +1,7 @@
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import type { FinalizeParams, IdempotencyStore } from '@idem/core';
-import { createSqlStore, ensureSchema } from '@idem/store-sql';
+import { createSqlStore, ensureSchema, type SqlStore } from '@idem/store-sql';
 import Database from 'better-sqlite3';
 import { type SQL, sql } from 'drizzle-orm';
 import { drizzle as sqliteDrizzle } from 'drizzle-orm/better-sqlite3';
@@ -84,55 +84,73 @@ function serial() {
   };
 }
 
+/** How a driver reports rows and affected-row counts through Drizzle's `execute`. */
+interface ResultShape {
+  rows(result: unknown): Row[];
+  count(result: unknown): number;
+}
+
+interface PooledDrizzle<Tx> {
+  execute(statement: SQL): Promise<unknown>;
+  transaction<T>(body: (tx: Tx) => Promise<T>): Promise<T>;
+}
+
+/** A CatalogDatabase over a pooled server database (PostgreSQL, MySQL): transactions are the driver's own. */
+async function pooled<Tx extends { execute(statement: SQL): Promise<unknown> }>(
+  dialect: 'postgres' | 'mysql',
+  db: PooledDrizzle<Tx>,
+  store: SqlStore<Tx, Promise<boolean>>,
+  result: ResultShape,
+  close: () => Promise<void>,
+): Promise<CatalogDatabase> {
+  const executor = (on: { execute(q: SQL): Promise<unknown> }, finalize: Executor['finalize']): Executor => ({
+    rows: async (q) => result.rows(await on.execute(q)),
+    run: async (q) => result.count(await on.execute(q)),
+    finalize,
+  });
+  await createCatalogTables((ddl) => db.execute(sql.raw(ddl)), dialect);
+  return {
+    dialect,
+    store,
+    ...executor(db, (params) => store.finalize(params)),
+    transaction: (body) =>
+      db.transaction((tx) => body(executor(tx, (params) => store.finalizeInTransaction(tx, params)))),
+    ping: async () => void (await db.execute(sql`SELECT 1`)),
+    close,
+  };
+}
+
 export async function openDatabase(url: string): Promise<CatalogDatabase> {
   if (url.startsWith('postgres://') || url.startsWith('postgresql://')) {
     const pool = new pg.Pool({ connectionString: url, max: 10 });
     pool.on('error', () => {}); // an idle client whose backend died: the pool replaces it
     const db = pgDrizzle(pool);
-    const store = createSqlStore(db, { dialect: 'postgres' });
-    const executor = (
-      on: { execute(q: SQL): Promise<unknown> },
-      finalize: Executor['finalize'],
-    ): Executor => ({
-      rows: async (q) => ((await on.execute(q)) as { rows: Row[] }).rows,
-      run: async (q) => ((await on.execute(q)) as { rowCount: number | null }).rowCount ?? 0,
-      finalize,
-    });
     await ensureSchema(db, { dialect: 'postgres' });
-    await createCatalogTables((ddl) => db.execute(sql.raw(ddl)), 'postgres');
-    return {
-      dialect: 'postgres',
-      store,
-      ...executor(db, (params) => store.finalize(params)),
-      transaction: (body) =>
-        db.transaction((tx) => body(executor(tx, (params) => store.finalizeInTransaction(tx, params)))),
-      ping: async () => void (await db.execute(sql`SELECT 1`)),
-      close: () => pool.end(),
-    };
+    return pooled(
+      'postgres',
+      db,
+      createSqlStore(db, { dialect: 'postgres' }),
+      {
+        rows: (r) => (r as { rows: Row[] }).rows,
+        count: (r) => (r as { rowCount: number | null }).rowCount ?? 0,
+      },
+      () => pool.end(),
+    );
   }
   if (url.startsWith('mysql://')) {
     const pool = mysql.createPool({ uri: url, connectionLimit: 10 });
     const db = mysqlDrizzle(pool);
-    const store = createSqlStore(db, { dialect: 'mysql' });
-    const executor = (
-      on: { execute(q: SQL): Promise<unknown> },
-      finalize: Executor['finalize'],
-    ): Executor => ({
-      rows: async (q) => ((await on.execute(q)) as [Row[]])[0],
-      run: async (q) => ((await on.execute(q)) as [{ affectedRows: number }])[0].affectedRows,
-      finalize,
-    });
     await ensureSchema(db, { dialect: 'mysql' });
-    await createCatalogTables((ddl) => db.execute(sql.raw(ddl)), 'mysql');
-    return {
-      dialect: 'mysql',
-      store,
-      ...executor(db, (params) => store.finalize(params)),
-      transaction: (body) =>
-        db.transaction((tx) => body(executor(tx, (params) => store.finalizeInTransaction(tx, params)))),
-      ping: async () => void (await db.execute(sql`SELECT 1`)),
-      close: () => pool.end(),
-    };
+    return pooled(
+      'mysql',
+      db,
+      createSqlStore(db, { dialect: 'mysql' }),
+      {
+        rows: (r) => (r as [Row[]])[0],
+        count: (r) => (r as [{ affectedRows: number }])[0].affectedRows,
+      },
+      () => pool.end(),
+    );
   }
   const file = url.replace(/^(sqlite|file):/, '');
   if (file !== ':memory:') mkdirSync(dirname(file), { recursive: true });

@@ -7,7 +7,7 @@ import {
   newTableMetadata,
   type TableMetadata,
 } from '../catalog/table-metadata.js';
-import { defaultLocation, purgeLocation, readMetadata, writeMetadata } from '../catalog/warehouse.js';
+import { defaultLocation, purgeLocation, writeMetadata } from '../catalog/warehouse.js';
 import type { ServerConfig } from '../config.js';
 import type { CatalogDatabase, Executor } from '../db.js';
 import {
@@ -18,6 +18,7 @@ import {
   noSuchNamespace,
   noSuchTable,
 } from '../errors.js';
+import { registration, renameHandler } from './entity-ops.js';
 import {
   body,
   identifier,
@@ -292,47 +293,19 @@ export const catalogRoutes: FastifyPluginAsync<{ config: ServerConfig; db: Catal
 
   app.post('/namespaces/:namespace/register', async (request, reply) => {
     const { prefix, parts, key } = namespaceOf(request);
-    const input = body(request);
-    if (typeof input.name !== 'string' || input.name === '')
-      throw badRequest('name must be a non-empty string');
-    if (typeof input['metadata-location'] !== 'string')
-      throw badRequest('metadata-location must be a string');
-    const name = input.name;
-    const metadataLocation = input['metadata-location'];
-    const metadata = await readMetadata(metadataLocation).catch((error: Error) => {
-      throw badRequest(`cannot read metadata-location: ${error.message}`);
-    });
+    const { name, metadataLocation, metadata, overwrite } = await registration(request);
     return mutate(request, reply, db, async (tx) => {
       await requireNamespace(tx, prefix, key);
       const existing = await repo.getEntity(tx, prefix, key, name);
       const entity = { kind: 'table' as const, metadataLocation, metadata };
-      if (existing !== undefined && input.overwrite !== true)
-        throw alreadyExists(`Table ${[...parts, name].join('.')}`);
+      if (existing !== undefined && !overwrite) throw alreadyExists(`Table ${[...parts, name].join('.')}`);
       if (existing === undefined) await repo.insertEntity(tx, prefix, key, name, entity);
       else await repo.swapEntity(tx, prefix, key, name, existing.metadataLocation, entity);
       return { status: 200, body: loadResult(entity) };
     });
   });
 
-  app.post('/tables/rename', async (request, reply) => {
-    const { prefix = '' } = request.params as Params;
-    const input = body(request);
-    const source = identifier(input.source, 'source');
-    const destination = identifier(input.destination, 'destination');
-    return mutate(request, reply, db, async (tx) => {
-      const from = { namespace: source.namespace.join(SEPARATOR), name: source.name };
-      const to = { namespace: destination.namespace.join(SEPARATOR), name: destination.name };
-      const entity = await repo.getEntity(tx, prefix, from.namespace, from.name);
-      if (entity === undefined || entity.kind !== 'table')
-        throw noSuchTable([...source.namespace, source.name].join('.'));
-      await requireNamespace(tx, prefix, to.namespace);
-      if ((await repo.getEntity(tx, prefix, to.namespace, to.name)) !== undefined) {
-        throw alreadyExists(`Table ${[...destination.namespace, destination.name].join('.')}`);
-      }
-      await repo.renameEntity(tx, prefix, from, to, 'table');
-      return { status: 204 };
-    });
-  });
+  app.post('/tables/rename', renameHandler(db, 'table'));
 
   app.post('/namespaces/:namespace/tables/:table/metrics', async (request, reply) => {
     await loadTable(request);

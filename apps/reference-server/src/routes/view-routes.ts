@@ -1,17 +1,17 @@
-import type { FastifyPluginAsync, FastifyRequest } from 'fastify';
+import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import * as repo from '../catalog/repository.js';
-import { SEPARATOR } from '../catalog/repository.js';
 import {
   applyViewUpdates,
   checkViewRequirements,
   newViewMetadata,
   type ViewMetadata,
 } from '../catalog/view-metadata.js';
-import { defaultLocation, readMetadata, writeMetadata } from '../catalog/warehouse.js';
+import { defaultLocation, writeMetadata } from '../catalog/warehouse.js';
 import type { ServerConfig } from '../config.js';
 import type { CatalogDatabase } from '../db.js';
 import { alreadyExists, badRequest, commitFailed, noSuchNamespace, noSuchView } from '../errors.js';
-import { body, identifier, loadResult, namespaceOf, requireNamespace } from './parse.js';
+import { registration, renameHandler } from './entity-ops.js';
+import { body, loadResult, namespaceOf, requireNamespace } from './parse.js';
 import { mutate } from './respond.js';
 
 const viewName = (request: FastifyRequest) => (request.params as { view: string }).view;
@@ -21,6 +21,22 @@ export const viewRoutes: FastifyPluginAsync<{ config: ServerConfig; db: CatalogD
   app,
   { config, db },
 ) => {
+  /** Create a view where nothing of that name exists yet (create and register-view). */
+  const insertView = (
+    request: FastifyRequest,
+    reply: FastifyReply,
+    at: { prefix: string; parts: string[]; key: string; name: string },
+    entity: repo.Entity,
+  ) =>
+    mutate(request, reply, db, async (tx) => {
+      await requireNamespace(tx, at.prefix, at.key);
+      if ((await repo.getEntity(tx, at.prefix, at.key, at.name)) !== undefined) {
+        throw alreadyExists(`View ${[...at.parts, at.name].join('.')}`);
+      }
+      await repo.insertEntity(tx, at.prefix, at.key, at.name, entity);
+      return { status: 200, body: loadResult(entity) };
+    });
+
   app.get('/namespaces/:namespace/views', async (request) => {
     const { prefix, parts, key } = namespaceOf(request);
     await requireNamespace(db, prefix, key);
@@ -38,14 +54,12 @@ export const viewRoutes: FastifyPluginAsync<{ config: ServerConfig; db: CatalogD
       typeof input.location === 'string' ? input.location : defaultLocation(config.warehouse, parts, name);
     const metadata = newViewMetadata(input, location, Date.now());
     const metadataLocation = await writeMetadata(location, 0, metadata);
-    return mutate(request, reply, db, async (tx) => {
-      await requireNamespace(tx, prefix, key);
-      if ((await repo.getEntity(tx, prefix, key, name)) !== undefined)
-        throw alreadyExists(`View ${[...parts, name].join('.')}`);
-      const entity = { kind: 'view' as const, metadataLocation, metadata };
-      await repo.insertEntity(tx, prefix, key, name, entity);
-      return { status: 200, body: loadResult(entity) };
-    });
+    return insertView(
+      request,
+      reply,
+      { prefix, parts, key, name },
+      { kind: 'view', metadataLocation, metadata },
+    );
   });
 
   const loadView = async (request: FastifyRequest) => {
@@ -94,45 +108,16 @@ export const viewRoutes: FastifyPluginAsync<{ config: ServerConfig; db: CatalogD
     });
   });
 
-  app.post('/views/rename', async (request, reply) => {
-    const { prefix = '' } = request.params as { prefix?: string };
-    const input = body(request);
-    const source = identifier(input.source, 'source');
-    const destination = identifier(input.destination, 'destination');
-    return mutate(request, reply, db, async (tx) => {
-      const from = { namespace: source.namespace.join(SEPARATOR), name: source.name };
-      const to = { namespace: destination.namespace.join(SEPARATOR), name: destination.name };
-      const entity = await repo.getEntity(tx, prefix, from.namespace, from.name);
-      if (entity === undefined || entity.kind !== 'view')
-        throw noSuchView([...source.namespace, source.name].join('.'));
-      await requireNamespace(tx, prefix, to.namespace);
-      if ((await repo.getEntity(tx, prefix, to.namespace, to.name)) !== undefined) {
-        throw alreadyExists(`View ${[...destination.namespace, destination.name].join('.')}`);
-      }
-      await repo.renameEntity(tx, prefix, from, to, 'view');
-      return { status: 204 };
-    });
-  });
+  app.post('/views/rename', renameHandler(db, 'view'));
 
   app.post('/namespaces/:namespace/register-view', async (request, reply) => {
     const { prefix, parts, key } = namespaceOf(request);
-    const input = body(request);
-    if (typeof input.name !== 'string' || input.name === '')
-      throw badRequest('name must be a non-empty string');
-    if (typeof input['metadata-location'] !== 'string')
-      throw badRequest('metadata-location must be a string');
-    const name = input.name;
-    const metadataLocation = input['metadata-location'];
-    const metadata = await readMetadata(metadataLocation).catch((error: Error) => {
-      throw badRequest(`cannot read metadata-location: ${error.message}`);
-    });
-    return mutate(request, reply, db, async (tx) => {
-      await requireNamespace(tx, prefix, key);
-      if ((await repo.getEntity(tx, prefix, key, name)) !== undefined)
-        throw alreadyExists(`View ${[...parts, name].join('.')}`);
-      const entity = { kind: 'view' as const, metadataLocation, metadata };
-      await repo.insertEntity(tx, prefix, key, name, entity);
-      return { status: 200, body: loadResult(entity) };
-    });
+    const { name, metadataLocation, metadata } = await registration(request);
+    return insertView(
+      request,
+      reply,
+      { prefix, parts, key, name },
+      { kind: 'view', metadataLocation, metadata },
+    );
   });
 };

@@ -1,0 +1,47 @@
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import * as repo from '../catalog/repository.js';
+import { type EntityKind, SEPARATOR } from '../catalog/repository.js';
+import { readMetadata } from '../catalog/warehouse.js';
+import type { CatalogDatabase } from '../db.js';
+import { alreadyExists, badRequest, noSuchTable, noSuchView } from '../errors.js';
+import { body, identifier, type Params, requireNamespace } from './parse.js';
+import { mutate } from './respond.js';
+
+const LABEL: Record<EntityKind, string> = { table: 'Table', view: 'View' };
+const MISSING: Record<EntityKind, (name: string) => Error> = { table: noSuchTable, view: noSuchView };
+
+/** POST /tables/rename and /views/rename: move an entity, to an existing namespace and a free name. */
+export function renameHandler(db: CatalogDatabase, kind: EntityKind) {
+  return async (request: FastifyRequest, reply: FastifyReply) => {
+    const { prefix = '' } = request.params as Params;
+    const input = body(request);
+    const source = identifier(input.source, 'source');
+    const destination = identifier(input.destination, 'destination');
+    return mutate(request, reply, db, async (tx) => {
+      const from = { namespace: source.namespace.join(SEPARATOR), name: source.name };
+      const to = { namespace: destination.namespace.join(SEPARATOR), name: destination.name };
+      const entity = await repo.getEntity(tx, prefix, from.namespace, from.name);
+      if (entity === undefined || entity.kind !== kind)
+        throw MISSING[kind]([...source.namespace, source.name].join('.'));
+      await requireNamespace(tx, prefix, to.namespace);
+      if ((await repo.getEntity(tx, prefix, to.namespace, to.name)) !== undefined) {
+        throw alreadyExists(`${LABEL[kind]} ${[...destination.namespace, destination.name].join('.')}`);
+      }
+      await repo.renameEntity(tx, prefix, from, to, kind);
+      return { status: 204 };
+    });
+  };
+}
+
+/** The body of a register / register-view request, with the metadata file it points at read. */
+export async function registration(request: FastifyRequest) {
+  const input = body(request);
+  if (typeof input.name !== 'string' || input.name === '')
+    throw badRequest('name must be a non-empty string');
+  if (typeof input['metadata-location'] !== 'string') throw badRequest('metadata-location must be a string');
+  const metadataLocation = input['metadata-location'];
+  const metadata = await readMetadata(metadataLocation).catch((error: Error) => {
+    throw badRequest(`cannot read metadata-location: ${error.message}`);
+  });
+  return { name: input.name, metadataLocation, metadata, overwrite: input.overwrite === true };
+}
