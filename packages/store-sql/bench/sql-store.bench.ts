@@ -207,21 +207,28 @@ async function purge(make: (pool: number) => Promise<Backend>, seed: (b: Backend
 
 console.log(`machine: ${machine()}`);
 const rows: [string, string][] = [];
-for (const make of [postgres, mariadb, async () => sqliteFile()]) rows.push(...(await throughput(make)));
+// BENCH_DIALECTS=postgres,mariadb,sqlite picks a subset; BENCH_PURGE_ROWS=0 skips the purge runs.
+const chosen = (process.env.BENCH_DIALECTS ?? 'postgres,mariadb,sqlite').split(',');
+const makers = { postgres, mariadb, sqlite: async () => sqliteFile() };
+for (const [name, make] of Object.entries(makers))
+  if (chosen.includes(name)) rows.push(...(await throughput(make)));
 printTable('@idem/store-sql: reserve+finalize against INSERT+UPDATE with the same driver', rows);
 
-const purgeRows = [
-  ...(await purge(postgres, async (b) => {
-    await b.exec(sql`INSERT INTO ${sql.identifier(b.table)} (scope, idem_key, fingerprint, owner, lease_until_ms,
+const purgeRows =
+  PURGE_ROWS === 0
+    ? []
+    : [
+        ...(await purge(postgres, async (b) => {
+          await b.exec(sql`INSERT INTO ${sql.identifier(b.table)} (scope, idem_key, fingerprint, owner, lease_until_ms,
       response_status, response_headers, response_body, body_omitted, created_at_ms, updated_at_ms, expires_at_ms)
       SELECT 'old', 'k' || g, 'f', NULL, 0, 200, '{}', ${BODY}, false, 0, 0, ${nowMs - 1}
       FROM generate_series(1, ${PURGE_ROWS}) AS g`);
-  })),
-  ...(await purge(mariadb, async (b) => {
-    await b.exec(sql`INSERT INTO ${sql.identifier(b.table)} (scope, idem_key, fingerprint, owner, lease_until_ms,
+        })),
+        ...(await purge(mariadb, async (b) => {
+          await b.exec(sql`INSERT INTO ${sql.identifier(b.table)} (scope, idem_key, fingerprint, owner, lease_until_ms,
       response_status, response_headers, response_body, body_omitted, created_at_ms, updated_at_ms, expires_at_ms)
       SELECT 'old', CONCAT('k', seq), 'f', NULL, 0, 200, '{}', ${BODY}, FALSE, 0, 0, ${nowMs - 1}
       FROM ${sql.raw(`seq_1_to_${PURGE_ROWS}`)}`);
-  })),
-];
+        })),
+      ];
 printTable('@idem/store-sql: purge under load', purgeRows);

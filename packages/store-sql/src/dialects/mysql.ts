@@ -1,8 +1,9 @@
 import { decideReservation, type PurgeParams, type ReserveParams } from '@idem/core';
 import { type SQL, sql } from 'drizzle-orm';
-import type { MySqlDatabase } from 'drizzle-orm/mysql-core';
+import { type MySqlDatabase, MySqlDialect } from 'drizzle-orm/mysql-core';
+import { bindShape, type CompiledShape, compileShape } from '../compiled.js';
 import { type RawRow, toRecord } from '../row.js';
-import { columnList, loadStatement } from '../statements.js';
+import { columnList, loadShape, type Shape } from '../statements.js';
 import type { Dialect, ReserveOutcome } from './dialect.js';
 
 // biome-ignore lint/suspicious/noExplicitAny: any mysql2 Drizzle database.
@@ -69,6 +70,43 @@ function upsertReserve(table: string, p: ReserveParams): SQL {
       ${id('expires_at_ms')} = IF(${outcome} = ${REPLACED}, VALUES(${id('expires_at_ms')}), ${id('expires_at_ms')})`;
 }
 
+/** mysql2's promise Pool, as Drizzle's `$client` exposes it. */
+interface Mysql2Pool {
+  execute(text: string, values: unknown[]): Promise<[unknown, unknown]>;
+  getConnection: unknown;
+}
+
+const renderer = new MySqlDialect();
+const compiledShapes = new Map<string, CompiledShape>();
+
+/**
+ * On a mysql2 pool, shaped statements run through `execute`: a server-side prepared statement per connection,
+ * parsed once, and not re-rendered by Drizzle. Transactions go through Drizzle.
+ */
+async function onPool<V>(db: MySqlDb, table: string, shape: Shape<V>, values: V): Promise<unknown> {
+  const pool = (db as { $client?: Partial<Mysql2Pool> }).$client;
+  if (typeof pool?.execute !== 'function' || pool.getConnection === undefined) {
+    return ((await db.execute(shape.build(table, values))) as unknown as [unknown])[0];
+  }
+  const id = `${table}\u0000${shape.id}`;
+  let compiled = compiledShapes.get(id);
+  if (compiled === undefined) {
+    compiled = compileShape(renderer, shape, table);
+    compiledShapes.set(id, compiled);
+  }
+  return (await (pool as Mysql2Pool).execute(compiled.text, bindShape(compiled, values as object)))[0];
+}
+
+function matchedRows(header: ResultHeader): number {
+  // With the FOUND_ROWS client flag off, an UPDATE that leaves a row as it was counts 0; the server's
+  // "Rows matched" is what the fence needs either way.
+  const matched = header.info === undefined ? undefined : /Rows matched: (\d+)/.exec(header.info)?.[1];
+  return matched === undefined ? header.affectedRows : Number(matched);
+}
+
+const insertShape: Shape<ReserveParams> = { id: 'insert', build: insertReservation };
+const upsertShape: Shape<ReserveParams> = { id: 'upsert', build: upsertReserve };
+
 export const mysql: Dialect<MySqlDb> = {
   name: 'mysql',
   async rows(db, statement) {
@@ -77,16 +115,13 @@ export const mysql: Dialect<MySqlDb> = {
   },
   async affected(db, statement) {
     const [header] = (await db.execute(statement)) as unknown as [ResultHeader];
-    // With the FOUND_ROWS client flag off, an UPDATE that leaves a row as it was counts 0; the server's
-    // "Rows matched" is what the fence needs either way.
-    const matched = header.info === undefined ? undefined : /Rows matched: (\d+)/.exec(header.info)?.[1];
-    return matched === undefined ? header.affectedRows : Number(matched);
+    return matchedRows(header);
   },
-  shapeRows(db, table, shape, values) {
-    return this.rows(db, shape.build(table, values));
+  async shapeRows(db, table, shape, values) {
+    return (await onPool(db, table, shape, values)) as RawRow[];
   },
-  shapeAffected(db, table, shape, values) {
-    return this.affected(db, shape.build(table, values));
+  async shapeAffected(db, table, shape, values) {
+    return matchedRows((await onPool(db, table, shape, values)) as ResultHeader);
   },
   bool: (value) => value,
   async reserve(db, table, params): Promise<ReserveOutcome> {
@@ -94,15 +129,15 @@ export const mysql: Dialect<MySqlDb> = {
     // the upsert below (which takes next-key locks). A duplicate costs one read, and answers `exists` at
     // once when the record is clearly not ours to take; only an expired or lapsed record needs the upsert.
     try {
-      await db.execute(insertReservation(table, params));
+      await onPool(db, table, insertShape, params);
       return { kind: 'created' };
     } catch (error) {
       if (!isDuplicateKey(error)) throw error;
     }
-    const [row] = await this.rows(db, loadStatement(table, params));
+    const [row] = await this.shapeRows(db, table, loadShape, params);
     if (row !== undefined && decideReservation(toRecord(row), params) === 'keep')
       return { kind: 'exists', row };
-    const [header] = (await db.execute(upsertReserve(table, params))) as unknown as [ResultHeader];
+    const header = (await onPool(db, table, upsertShape, params)) as ResultHeader;
     switch (header.insertId) {
       case 0:
       case REPLACED:

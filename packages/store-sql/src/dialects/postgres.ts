@@ -1,8 +1,10 @@
+import { createHash } from 'node:crypto';
 import type { PurgeParams, ReserveParams } from '@idem/core';
 import { type SQL, sql } from 'drizzle-orm';
-import type { PgDatabase } from 'drizzle-orm/pg-core';
+import { type PgDatabase, PgDialect } from 'drizzle-orm/pg-core';
+import { bindShape, type CompiledShape, compileShape } from '../compiled.js';
 import type { RawRow } from '../row.js';
-import { columnList } from '../statements.js';
+import { columnList, type Shape } from '../statements.js';
 import type { Dialect, ReserveOutcome } from './dialect.js';
 
 // biome-ignore lint/suspicious/noExplicitAny: any node-postgres, PGlite or other PostgreSQL Drizzle database.
@@ -51,6 +53,43 @@ export function outcomeOf(row: RawRow | undefined, params: ReserveParams): Reser
   return Number(row.created_at_ms) === params.nowMs ? { kind: 'created' } : { kind: 'tookOver', row };
 }
 
+/** node-postgres' Pool, as Drizzle's `$client` exposes it. */
+interface NodePgPool {
+  query(config: { name: string; text: string; values: unknown[] }): Promise<PgResult>;
+  totalCount: number;
+}
+
+const renderer = new PgDialect();
+const compiledShapes = new Map<string, CompiledShape & { name: string }>();
+
+/**
+ * On a node-postgres pool, shaped statements run as named prepared statements: each connection parses and
+ * plans the (long) reserve upsert once instead of on every call, and Drizzle does not re-render it. The name
+ * is derived from the text, so one name always means one text. Transactions and PGlite go through Drizzle.
+ */
+function onPool<V>(db: PgDb, table: string, shape: Shape<V>, values: V): Promise<PgResult> | undefined {
+  const pool = (db as { $client?: Partial<NodePgPool> }).$client;
+  if (typeof pool?.query !== 'function' || typeof pool.totalCount !== 'number') return undefined;
+  const id = `${table}\u0000${shape.id}`;
+  let compiled = compiledShapes.get(id);
+  if (compiled === undefined) {
+    const rendered = compileShape(renderer, shape, table);
+    const name = `idem_${createHash('sha1').update(rendered.text).digest('hex').slice(0, 16)}`;
+    compiled = { ...rendered, name };
+    compiledShapes.set(id, compiled);
+  }
+  return (pool as NodePgPool).query({
+    name: compiled.name,
+    text: compiled.text,
+    values: bindShape(compiled, values as object),
+  });
+}
+
+const reserveShape: Shape<ReserveParams> = {
+  id: 'reserve',
+  build: (table, params) => upsertReserve(table, params, (value) => value),
+};
+
 export const postgres: Dialect<PgDb> = {
   name: 'postgres',
   async rows(db, statement) {
@@ -60,18 +99,22 @@ export const postgres: Dialect<PgDb> = {
     const result = (await db.execute(statement)) as unknown as PgResult;
     return result.rowCount ?? result.affectedRows ?? 0;
   },
-  shapeRows(db, table, shape, values) {
-    return this.rows(db, shape.build(table, values));
+  async shapeRows(db, table, shape, values) {
+    const direct = onPool(db, table, shape, values);
+    return direct === undefined ? this.rows(db, shape.build(table, values)) : (await direct).rows;
   },
-  shapeAffected(db, table, shape, values) {
-    return this.affected(db, shape.build(table, values));
+  async shapeAffected(db, table, shape, values) {
+    const direct = onPool(db, table, shape, values);
+    return direct === undefined
+      ? this.affected(db, shape.build(table, values))
+      : ((await direct).rowCount ?? 0);
   },
   bool: (value) => value,
   async reserve(db, table, params) {
     // One statement, atomic under any concurrency: the insert wins outright, or the conflicting row is
     // locked and the WHERE re-checked against its latest version (replace if expired, take over if the
     // lease lapsed with the same fingerprint). No row comes back when the record stays as it is.
-    return outcomeOf((await this.rows(db, upsertReserve(table, params, this.bool)))[0], params);
+    return outcomeOf((await this.shapeRows(db, table, reserveShape, params))[0], params);
   },
   async purge(db, table, { beforeMs, limit }: PurgeParams) {
     // A bounded batch picked by primary key; SKIP LOCKED lets purgers on many nodes share the work

@@ -1,6 +1,7 @@
 import type { PurgeParams, ReserveParams } from '@idem/core';
-import { is, Placeholder, type SQL, sql } from 'drizzle-orm';
+import { type SQL, sql } from 'drizzle-orm';
 import { type BaseSQLiteDatabase, SQLiteSyncDialect } from 'drizzle-orm/sqlite-core';
+import { bindShape, type CompiledShape, compileShape } from '../compiled.js';
 import type { RawRow } from '../row.js';
 import type { Shape } from '../statements.js';
 import type { Dialect } from './dialect.js';
@@ -19,15 +20,11 @@ interface Connection {
 
 interface Compiled {
   readonly statement: PreparedStatement;
-  /** Per parameter: the name of the value to bind, or a constant of the statement. */
-  readonly bindings: readonly ({ name: string } | { constant: unknown })[];
+  readonly shape: CompiledShape;
 }
 
 const renderer = new SQLiteSyncDialect();
 const compiledStatements = new WeakMap<Connection, Map<string, Compiled>>();
-
-// Any property read yields a placeholder of that name: builders take their values from it as from real ones.
-const placeholders = new Proxy({}, { get: (_target, name) => sql.placeholder(String(name)) });
 
 /** The better-sqlite3 connection behind a Drizzle database, or undefined (a transaction object, say). */
 function connectionOf(db: SqliteDb): Connection | undefined {
@@ -53,20 +50,14 @@ function compiled<V>(db: SqliteDb, table: string, shape: Shape<V>): Compiled | u
   const id = `${table}\u0000${shape.id}`;
   let entry = cache.get(id);
   if (entry === undefined) {
-    const query = renderer.sqlToQuery(shape.build(table, placeholders as V));
-    entry = {
-      statement: connection.prepare(query.sql),
-      bindings: query.params.map((param) =>
-        is(param, Placeholder) ? { name: param.name } : { constant: param },
-      ),
-    };
+    const compiledShape = compileShape(renderer, shape, table);
+    entry = { statement: connection.prepare(compiledShape.text), shape: compiledShape };
     cache.set(id, entry);
   }
   return entry;
 }
 
-const bind = (entry: Compiled, values: object): unknown[] =>
-  entry.bindings.map((b) => ('name' in b ? (values as Record<string, unknown>)[b.name] : b.constant));
+const bind = (entry: Compiled, values: object): unknown[] => bindShape(entry.shape, values);
 
 // better-sqlite3 runs each statement synchronously: nothing can interleave inside one, and SQLite's write
 // lock serializes connections of other processes on the same file. These helpers are synchronous so that
