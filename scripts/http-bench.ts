@@ -73,3 +73,33 @@ export async function measureServers(
   }
   return results;
 }
+
+/**
+ * The standard comparison of an adapter benchmark, in one run: the bare server (measured first and last, and
+ * averaged, so that drift hits both sides), the server with idem on unique keys, idem replaying one key, and
+ * any `extra` runs. Returns requests per second by name, `plain` being the averaged bare figure.
+ */
+export async function compareWithBare(
+  script: string,
+  extra: Record<string, { variant: string; key?: () => string }>,
+  seconds: number,
+): Promise<Record<string, number> & { plain: number; idem: number; replay: number }> {
+  const replayKey = uuidv7();
+  const r = await measureServers(
+    script,
+    {
+      plain: { variant: 'plain', key: uuidv7 },
+      idem: { variant: 'idem', key: uuidv7 },
+      replay: { variant: 'idem', key: () => replayKey },
+      ...extra,
+      plainAgain: { variant: 'plain', key: uuidv7 },
+    },
+    seconds,
+  );
+  return {
+    ...r,
+    plain: ((r.plain as number) + (r.plainAgain as number)) / 2,
+    idem: r.idem as number,
+    replay: r.replay as number,
+  };
+}

@@ -2,23 +2,12 @@
 // server in its own process, measured in the same run.
 import { fileURLToPath } from 'node:url';
 import { machine, perSecond, printTable, ratio } from '../../../scripts/bench.js';
-import { measureServers, uuidv7 } from '../../../scripts/http-bench.js';
+import { compareWithBare, uuidv7 } from '../../../scripts/http-bench.js';
 
 const seconds = Number(process.env.BENCH_SECONDS ?? 5);
 const server = fileURLToPath(new URL('./server.ts', import.meta.url));
-const replayKey = uuidv7();
-const r = await measureServers(
-  server,
-  {
-    plain: { variant: 'plain', key: uuidv7 },
-    idem: { variant: 'idem', key: uuidv7 },
-    replay: { variant: 'idem', key: () => replayKey },
-    plain2: { variant: 'plain', key: uuidv7 },
-    noop: { variant: 'noop-hooks', key: uuidv7 },
-  },
-  seconds,
-);
-const plain = ((r.plain as number) + (r.plain2 as number)) / 2;
+const r = await compareWithBare(server, { noop: { variant: 'noop-hooks', key: uuidv7 } }, seconds);
+const plain = r.plain;
 console.log(`machine: ${machine()}`);
 printTable('Fastify 5, POST /orders, 16 connections, unique keys', [
   ['no plugin', perSecond(plain)],
