@@ -6,6 +6,8 @@ import {
   IdempotencyInProgressError,
   IdempotencyKeyError,
   IdempotencyKeyReusedError,
+  isStoreLimitError,
+  StoreLimitError,
   StoreUnavailableError,
 } from './errors.js';
 import { type IdempotencyEventListener, type StoreOperation, safeListener } from './events.js';
@@ -64,6 +66,8 @@ export interface AnswerStatuses {
   readonly inProgress: number;
   /** The store failed or timed out. @default 503 */
   readonly storeUnavailable: number;
+  /** The store cannot hold this request's scope or key (`IDEMPOTENCY_STORE_LIMIT`). @default 400 */
+  readonly storeLimit: number;
 }
 
 export interface IdempotencyOptions {
@@ -100,7 +104,10 @@ export interface IdempotencyOptions {
   readonly storeTimeoutMs?: number;
   /** Response headers stored and replayed (never `set-cookie`, `date` or auth headers). */
   readonly replayHeaders?: readonly string[];
-  /** Larger bodies are not stored; the replay says `idempotent-replay-body-omitted: true`. @default 1 MiB */
+  /**
+   * Larger bodies are not stored; the replay says `idempotent-replay-body-omitted: true`. A store that declares
+   * a lower `limits.maxBodyBytes` lowers it. @default 1 MiB
+   */
   readonly maxBodyBytes?: number;
   /** Fingerprint options, or a function that computes the fingerprint itself. */
   readonly fingerprint?: FingerprintOptions | ((request: IdempotentRequest) => string);
@@ -149,6 +156,8 @@ export type BeginResult =
 export interface Idempotency {
   /** The lower-case name of the key header. */
   readonly headerName: string;
+  /** `true` when in-flight duplicates wait (`inFlight.strategy: 'wait'`): `begin` then wants a `signal`. */
+  readonly waits: boolean;
   /** `true` when requests with this method are covered. */
   covers(method: string): boolean;
   /** Decide what to do with a request: proceed, execute under a reservation, replay, or reject. */
@@ -161,6 +170,7 @@ const DEFAULT_STATUSES: AnswerStatuses = {
   keyReused: 422,
   inProgress: 409,
   storeUnavailable: 503,
+  storeLimit: 400,
 };
 
 class StoreTimeoutError extends Error {
@@ -196,7 +206,10 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
   const retryAfterSeconds = options.retryAfterSeconds ?? 1;
   const failOpen = options.failMode === 'open';
   const storeTimeoutMs = positive('storeTimeoutMs', options.storeTimeoutMs ?? 2_000);
-  const maxBodyBytes = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
+  const maxBodyBytes = Math.min(
+    options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES,
+    store.limits?.maxBodyBytes ?? Number.POSITIVE_INFINITY,
+  );
   const rule = options.finalizationRule ?? defaultFinalizationRule;
   const clock = options.clock ?? systemClock;
   const emit = safeListener(options.onEvent);
@@ -234,6 +247,14 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
       });
       return { value, durationMs: performance.now() - startedMs };
     } catch (error) {
+      if (isStoreLimitError(error)) {
+        // Not a fault: the same request can never be stored, so retrying it must not look worth it.
+        emit({ type: 'store-limit', operation, error, scope: ref.scope, key: ref.key });
+        throw new StoreLimitError(`the idempotency store cannot hold this request: ${error.message}`, {
+          cause: error,
+          status: statuses.storeLimit,
+        });
+      }
       if (error instanceof StoreTimeoutError) {
         // The call may still succeed after we gave up on it; let the caller undo its effect then.
         call.then(onLateResult, () => {});
@@ -315,7 +336,13 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
     durationMs: number,
   ): Promise<BeginResult> {
     const stored = record.response as StoredResponse;
-    const rebuilt = options.rebuildReplay ? await options.rebuildReplay(stored, ref) : undefined;
+    let rebuilt: StoredResponse | undefined;
+    try {
+      rebuilt = options.rebuildReplay ? await options.rebuildReplay(stored, ref) : undefined;
+    } catch (error) {
+      // The stored answer is still the right one; a newer view of it was only a courtesy.
+      emit({ type: 'hook-error', hook: 'rebuildReplay', error, scope: ref.scope, key: ref.key });
+    }
     emit({ type: 'replayed', scope: ref.scope, key: ref.key, status: stored.status, durationMs });
     return { action: 'replay', response: toReplayResponse(rebuilt ?? stored) };
   }
@@ -333,9 +360,10 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
     let delayMs = wait.initialPollMs ?? 25;
     // The budget counts planned sleeps rather than clock readings, so that an injected, frozen clock in a
     // test cannot make a request wait forever.
-    for (let waitedMs = 0; waitedMs < maxWaitMs && signal?.aborted !== true; ) {
+    for (let waitedMs = 0; waitedMs < maxWaitMs && !left(signal); ) {
       const stepMs = Math.min(delayMs, maxWaitMs - waitedMs);
-      await sleep(stepMs, undefined, { ref: false }).catch(() => {});
+      await sleep(stepMs, undefined, { ref: false, ...(signal ? { signal } : {}) }).catch(() => {});
+      if (left(signal)) break; // the client left: nobody waits for the answer any more
       waitedMs += stepMs;
       delayMs = Math.min(delayMs * 2, maxPollMs);
       // Polling with reserve (not load) closes every gap at once: a finished request is replayed, a released
@@ -409,6 +437,8 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
     try {
       return await reserveOrAnswer(ref, fingerprint, owner, request.signal);
     } catch (error) {
+      // A value the store cannot hold is the request's problem, fail-open or not.
+      if (error instanceof StoreLimitError) return { action: 'reject', error };
       if (!(error instanceof StoreUnavailableError)) throw error;
       return failOpen ? { action: 'proceed', reason: 'fail-open' } : { action: 'reject', error };
     }
@@ -446,10 +476,14 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
 
   return {
     headerName,
+    waits: inFlight.strategy === 'wait',
     covers: (method) => enabled && methods.has(method.toUpperCase()),
     begin,
   };
 }
+
+/** A function, so that a check after an `await` is not narrowed away by the one before it. */
+const left = (signal: AbortSignal | undefined): boolean => signal?.aborted === true;
 
 function positive(name: string, value: number): number {
   if (!(value > 0)) {

@@ -5,6 +5,7 @@ export const ErrorCode = {
   KeyReused: 'IDEMPOTENCY_KEY_REUSED',
   InProgress: 'IDEMPOTENCY_IN_PROGRESS',
   StoreUnavailable: 'IDEMPOTENCY_STORE_UNAVAILABLE',
+  StoreLimit: 'IDEMPOTENCY_STORE_LIMIT',
 } as const;
 
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
@@ -63,6 +64,26 @@ export class IdempotencyInProgressError extends IdemError {}
 
 /** The store failed or did not answer in time; the request was not executed. */
 export class StoreUnavailableError extends IdemError {}
+
+/**
+ * A value the store cannot hold: a scope or key too long for its columns, a character its database refuses
+ * (NUL in PostgreSQL text), a response over its size limits. Not a fault: retrying cannot help, so the
+ * coordinator answers it with a non-retryable 4xx (`IDEMPOTENCY_STORE_LIMIT`), never a 503, and at finalize it
+ * releases the key. Stores throw it (or a subclass) before they reach their backend.
+ *
+ * @example
+ * if (scope.length > 255) throw new StoreLimitError(`scope has ${scope.length} characters; at most 255`);
+ */
+export class StoreLimitError extends IdemError {
+  constructor(message: string, options: Omit<IdemErrorOptions, 'retryAfterSeconds'> = {}) {
+    super(ErrorCode.StoreLimit, message, { status: 400, ...options });
+  }
+}
+
+/** `true` for a {@link StoreLimitError}, including one from another copy of this package. */
+export function isStoreLimitError(value: unknown): value is StoreLimitError {
+  return isIdemError(value) && value.code === ErrorCode.StoreLimit;
+}
 
 /** `true` for any {@link IdemError}, including one from another copy of this package. */
 export function isIdemError(value: unknown): value is IdemError {

@@ -20,10 +20,30 @@ export type IdempotencyEvent =
   | (KeyEvent & { readonly type: 'finalized'; readonly status: number; readonly external: boolean })
   | (KeyEvent & {
       readonly type: 'released';
-      readonly reason: 'status' | 'aborted';
+      /**
+       * `status`: the finalization rule released this status; `aborted`: the handler threw or the client left
+       * before a status; `unstorable`: the store cannot hold this response (a {@link StoreLimitError}).
+       */
+      readonly reason: 'status' | 'aborted' | 'unstorable';
       readonly status?: number;
     })
-  | (KeyEvent & { readonly type: 'lease-lost'; readonly phase: 'heartbeat' | 'finalize' })
+  | (KeyEvent & { readonly type: 'lease-lost'; readonly phase: 'heartbeat' | 'finalize' | 'release' })
+  | {
+      /** A value the store cannot hold; the request was answered with a 4xx, or its key released. */
+      readonly type: 'store-limit';
+      readonly operation: StoreOperation;
+      readonly error: unknown;
+      readonly scope: string;
+      readonly key: string;
+    }
+  | {
+      /** A host hook threw; the coordinator went on without it (see `hook` for what it did instead). */
+      readonly type: 'hook-error';
+      readonly hook: 'finalizationRule' | 'redact' | 'rebuildReplay';
+      readonly error: unknown;
+      readonly scope: string;
+      readonly key: string;
+    }
   | {
       readonly type: 'store-error';
       readonly operation: StoreOperation;

@@ -1,5 +1,10 @@
+import { isStoreLimitError } from './errors.js';
 import type { IdempotencyEventListener, StoreOperation } from './events.js';
-import type { FinalizationRule } from './finalization-rules.js';
+import {
+  defaultFinalizationRule,
+  type FinalizationAction,
+  type FinalizationRule,
+} from './finalization-rules.js';
 import { type CapturedResponse, toStoredResponse } from './response.js';
 import type { Clock, IdempotencyStore, StoredResponse } from './types.js';
 
@@ -9,7 +14,11 @@ export interface RecordContext {
   readonly key: string;
 }
 
-/** How an execution ended. */
+/**
+ * How an execution ended: `finalized` (stored for replay), `released` (the key is free again), `lease-lost`
+ * (another request owns the key now; nothing was changed), `store-error` (the store failed; the key stays in
+ * flight until its lease lapses), `already-settled` (finished, aborted or marked finalized before).
+ */
 export type FinishOutcome = 'finalized' | 'released' | 'lease-lost' | 'store-error' | 'already-settled';
 
 /**
@@ -26,17 +35,26 @@ export interface Execution {
   readonly tookOver: boolean;
   /** Aborted when the reservation is lost (the heartbeat found another owner). */
   readonly signal: AbortSignal;
+  /** The largest body stored for replay, in bytes: the coordinator's cap within the store's limits. */
+  readonly maxBodyBytes: number;
   /**
    * The response as it would be stored, or `undefined` when the finalization rule releases this status.
-   * For hosts that finalize inside their own transaction.
+   * For hosts that finalize inside their own transaction. Never throws: a throwing rule is replaced by the
+   * default rule, and a throwing `redact` by a record of the status alone (body omitted, no headers).
    */
   prepare(response: CapturedResponse): StoredResponse | undefined;
   /** Tell the coordinator the host finalized the record itself (in its transaction), so it does not again. */
   markFinalized(status: number): void;
   /** Apply the finalization rule: store the response, or release the key. Never throws. */
   finish(response: CapturedResponse): Promise<FinishOutcome>;
-  /** Release the key (handler threw, client aborted). Never throws. */
+  /** Release the key: the handler threw, or the client left before it started. Never throws. */
   abort(): Promise<void>;
+  /**
+   * The client went away while the handler runs: stop renewing the lease. The reservation stays, so the
+   * handler's answer is still stored when it comes within the lease; a handler that never answers frees the
+   * key when the lease lapses instead of holding it for nobody.
+   */
+  clientGone(): void;
 }
 
 /** What an execution needs from its coordinator. */
@@ -48,6 +66,7 @@ export interface ExecutionRuntime {
   readonly heartbeat: HeartbeatScheduler | undefined;
   readonly rule: FinalizationRule;
   readonly allowHeaders: ReadonlySet<string>;
+  /** The coordinator's body cap within the store's declared limits. */
   readonly maxBodyBytes: number;
   readonly redact: ((response: StoredResponse, context: RecordContext) => StoredResponse) | undefined;
   readonly emit: IdempotencyEventListener;
@@ -95,11 +114,36 @@ export class ReservedExecution implements Execution {
     return this.#controller.signal;
   }
 
+  get maxBodyBytes(): number {
+    return this.#runtime.maxBodyBytes;
+  }
+
   prepare(response: CapturedResponse): StoredResponse | undefined {
     const runtime = this.#runtime;
-    if (runtime.rule(response.status) === 'release') return undefined;
+    if (this.#decide(response.status) === 'release') return undefined;
     const stored = toStoredResponse(response, runtime);
-    return runtime.redact ? runtime.redact(stored, this) : stored;
+    if (runtime.redact === undefined) return stored;
+    try {
+      return runtime.redact(stored, this);
+    } catch (error) {
+      // What redact was to remove cannot be told apart from the rest: keep the status alone, which is what a
+      // retry needs to know (the request ran), and nothing that could hold a secret.
+      this.#hookFailed('redact', error);
+      return { status: stored.status, headers: {}, body: null, bodyOmitted: true };
+    }
+  }
+
+  #decide(status: number): FinalizationAction {
+    try {
+      return this.#runtime.rule(status);
+    } catch (error) {
+      this.#hookFailed('finalizationRule', error);
+      return defaultFinalizationRule(status);
+    }
+  }
+
+  #hookFailed(hook: 'finalizationRule' | 'redact', error: unknown): void {
+    this.#runtime.emit({ type: 'hook-error', hook, error, scope: this.scope, key: this.key });
   }
 
   markFinalized(status: number): void {
@@ -143,13 +187,19 @@ export class ReservedExecution implements Execution {
         durationMs,
       });
       return 'finalized';
-    } catch {
-      return 'store-error'; // already reported as a store-error event
+    } catch (error) {
+      // A response the store cannot hold: free the key, so the retry executes, rather than leave it blocked
+      // until the lease lapses. A fault was already reported as a store-error event.
+      return isStoreLimitError(error) ? this.#release('unstorable', stored.status) : 'store-error';
     }
   }
 
   async abort(): Promise<void> {
     if (this.#settle()) await this.#release('aborted');
+  }
+
+  clientGone(): void {
+    this.#runtime.heartbeat?.remove(this);
   }
 
   #settle(): boolean {
@@ -159,12 +209,16 @@ export class ReservedExecution implements Execution {
     return true;
   }
 
-  async #release(reason: 'status' | 'aborted', status?: number): Promise<FinishOutcome> {
+  async #release(reason: 'status' | 'aborted' | 'unstorable', status?: number): Promise<FinishOutcome> {
     const { store, emit } = this.#runtime;
     try {
-      const { durationMs } = await this.#runtime.callStore('release', this, () =>
+      const { value: released, durationMs } = await this.#runtime.callStore('release', this, () =>
         store.release({ scope: this.scope, key: this.key, owner: this.owner }),
       );
+      if (!released) {
+        emit({ type: 'lease-lost', scope: this.scope, key: this.key, phase: 'release', durationMs });
+        return 'lease-lost';
+      }
       emit({
         type: 'released',
         scope: this.scope,

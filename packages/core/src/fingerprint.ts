@@ -1,4 +1,6 @@
+import { isUtf8 } from 'node:buffer';
 import { createHash } from 'node:crypto';
+import { exactCanonicalJson } from './exact-json.js';
 
 /** Query parameters as a framework hands them over: raw string, `URLSearchParams`, or a parsed object. */
 export type QueryInput = string | URLSearchParams | Readonly<Record<string, unknown>>;
@@ -7,12 +9,23 @@ export type QueryInput = string | URLSearchParams | Readonly<Record<string, unkn
 export interface FingerprintInput {
   /** HTTP method; case-insensitive. */
   readonly method: string;
-  /** The route template (`/v1/namespaces/:namespace`) or the normalized path. */
+  /** The route template (`/v1/namespaces/:namespace`), or the path when there is no router. */
   readonly route: string;
+  /**
+   * The resolved path as the client sent it, without the query (`/v1/namespaces/sales`). Two requests to one
+   * route template with different path parameters are different requests. Adapters always pass it.
+   */
+  readonly path?: string | undefined;
+  /**
+   * The query: best the raw query string as sent (`a=1&b=2`, hashed as raw name/value pairs, so that no
+   * two different query strings collide), else `URLSearchParams` or a parsed object.
+   */
   readonly query?: QueryInput | undefined;
   /**
-   * The request body: a parsed JSON value (object, array, primitive), or the raw bytes or text.
-   * Raw bytes whose `contentType` is JSON are parsed so that key order and whitespace do not matter.
+   * The request body: best the raw bytes or text as received, else a parsed JSON value (object, array,
+   * primitive). Raw bytes whose `contentType` is JSON are canonicalized so that key order and whitespace do
+   * not matter, keeping every number's exact text; a parsed value has already lost that text (`1e400`,
+   * integers beyond 2^53), so adapters pass raw bytes where they can.
    */
   readonly body?: unknown;
   /** The request's `Content-Type`, used to recognise raw JSON bodies. */
@@ -30,22 +43,36 @@ export interface FingerprintOptions {
 const JSON_CONTENT_TYPE = /^application\/(?:[\w.+-]+\+)?json\b/i;
 
 /**
- * SHA-256 (hex) over method, route, sorted query and body. JSON bodies are canonicalized (object keys
- * sorted, insignificant whitespace dropped), so the same logical request always gives the same fingerprint;
- * other bodies are hashed as raw bytes. Runs in time linear in the body size (plus key sorting).
+ * SHA-256 (hex) over method, route, path, query and body. Equal fingerprints mean equal requests: the raw
+ * query is hashed as its name/value pairs (sorted by name, repeated names in their order), a raw JSON body
+ * as canonical JSON (object keys sorted, insignificant whitespace dropped, numbers and strings exactly as
+ * they denote, `__proto__` an ordinary key), any other body as its bytes. Linear in the body size (plus key
+ * sorting).
  */
 export function computeFingerprint(input: FingerprintInput, options: FingerprintOptions = {}): string {
   const hash = createHash('sha256');
   hash.update(
-    JSON.stringify(['idem-fp-v1', input.method.toUpperCase(), input.route, canonicalQuery(input.query)]),
+    JSON.stringify([
+      'idem-fp-v2',
+      input.method.toUpperCase(),
+      input.route,
+      input.path ?? null,
+      queryPairs(input.query),
+    ]),
   );
   const excluded = options.excludeFields?.length ? new Set(options.excludeFields) : undefined;
-  const body = classifyBody(input.body, input.contentType);
+  const body = classifyBody(input.body, input.contentType, excluded);
   if (body.kind === 'none') {
     hash.update('\nnone');
   } else if (body.kind === 'bytes') {
-    hash.update('\nbytes\n');
-    hash.update(body.bytes);
+    // A string that is not well-formed UTF-16 would be encoded to UTF-8 with replacement characters, and two
+    // such strings could read alike: those are hashed as their UTF-16 code units instead.
+    const wellFormed = typeof body.bytes !== 'string' || body.bytes.isWellFormed();
+    hash.update(wellFormed ? '\nbytes\n' : '\nutf16\n');
+    hash.update(wellFormed ? body.bytes : Buffer.from(body.bytes as string, 'utf16le'));
+  } else if (body.kind === 'canonical') {
+    hash.update('\njson\n');
+    hash.update(body.text);
   } else {
     hash.update('\njson\n');
     const fast = excluded === undefined ? nativeCanonicalJson(body.value) : undefined;
@@ -58,9 +85,14 @@ export function computeFingerprint(input: FingerprintInput, options: Fingerprint
 type ClassifiedBody =
   | { kind: 'none' }
   | { kind: 'bytes'; bytes: Uint8Array | string }
+  | { kind: 'canonical'; text: string }
   | { kind: 'json'; value: unknown };
 
-function classifyBody(body: unknown, contentType: string | undefined): ClassifiedBody {
+function classifyBody(
+  body: unknown,
+  contentType: string | undefined,
+  excluded: ReadonlySet<string> | undefined,
+): ClassifiedBody {
   if (body === undefined || body === null) {
     return { kind: 'none' };
   }
@@ -69,44 +101,66 @@ function classifyBody(body: unknown, contentType: string | undefined): Classifie
       return { kind: 'none' };
     }
     if (contentType !== undefined && JSON_CONTENT_TYPE.test(contentType)) {
-      try {
-        const text =
-          typeof body === 'string' ? body : Buffer.from(body.buffer, body.byteOffset, body.length).toString();
-        return { kind: 'json', value: JSON.parse(text) };
-      } catch {
-        // Not valid JSON after all: the raw bytes are the identity.
-      }
+      const text = jsonText(body);
+      const canonical = text === undefined ? undefined : exactCanonicalJson(text, excluded);
+      if (canonical !== undefined) return { kind: 'canonical', text: canonical };
+      // Not JSON after all (or not UTF-8, or nested too deeply to canonicalize): the raw bytes are the identity.
     }
     return { kind: 'bytes', bytes: body };
   }
   return { kind: 'json', value: body };
 }
 
-function canonicalQuery(query: QueryInput | undefined): [string, string][] {
+/**
+ * The text of a raw JSON body, or undefined when the bytes are not well-formed UTF-8: decoding would replace
+ * bad sequences with U+FFFD, and two different bodies would read the same.
+ */
+function jsonText(body: string | Uint8Array): string | undefined {
+  if (typeof body === 'string') return body.isWellFormed() ? body : undefined;
+  return isUtf8(body)
+    ? Buffer.from(body.buffer, body.byteOffset, body.byteLength).toString('utf8')
+    : undefined;
+}
+
+type QueryPair =
+  | readonly [name: string, value: string | null]
+  | readonly [name: string, json: string, 'json'];
+
+/**
+ * The query as name/value pairs, stably sorted by name: the order of different names does not matter to a
+ * server, the order of one name's values does. A raw string is split as sent, without decoding, so that no
+ * two different query strings give the same pairs; values of a parsed object that are not strings (`qs`
+ * turns `a[b]=1` into `{ a: { b: '1' } }`) are tagged, so they never read as a string that looks alike.
+ */
+function queryPairs(query: QueryInput | undefined): QueryPair[] {
   if (query === undefined) {
     return [];
   }
-  const pairs: [string, string][] = [];
-  if (typeof query === 'string' || query instanceof URLSearchParams) {
-    const params = typeof query === 'string' ? new URLSearchParams(query.replace(/^\?/, '')) : query;
-    for (const [name, value] of params) {
-      pairs.push([name, value]);
+  const pairs: QueryPair[] = [];
+  if (typeof query === 'string') {
+    for (const part of (query.startsWith('?') ? query.slice(1) : query).split('&')) {
+      if (part === '') continue;
+      const at = part.indexOf('=');
+      pairs.push(at === -1 ? [part, null] : [part.slice(0, at), part.slice(at + 1)]);
     }
+  } else if (query instanceof URLSearchParams) {
+    for (const [name, value] of query) pairs.push([name, value]);
   } else {
     for (const [name, value] of Object.entries(query)) {
       for (const item of Array.isArray(value) ? value : [value]) {
-        if (item !== undefined) {
-          pairs.push([name, typeof item === 'string' ? item : canonicalJson(item, undefined)]);
-        }
+        if (item === undefined) continue;
+        pairs.push(typeof item === 'string' ? [name, item] : [name, canonicalJson(item), 'json']);
       }
     }
   }
-  return pairs.sort(([a, av], [b, bv]) => (a < b ? -1 : a > b ? 1 : av < bv ? -1 : av > bv ? 1 : 0));
+  return pairs.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
 }
 
 /**
- * Canonical JSON: object keys sorted by code unit, no whitespace, `undefined` members dropped, the rest as
- * `JSON.stringify` writes it. `excluded` holds dotted paths of object members to leave out.
+ * Canonical JSON of a parsed value: object keys sorted by code unit, no whitespace, `undefined` members
+ * dropped, numbers as `JSON.stringify` writes them except that non-finite numbers (`1e400` parses to
+ * Infinity) are written as the bare words `Infinity`, `-Infinity` and `NaN`, which no JSON value reads as.
+ * `excluded` holds dotted paths of object members to leave out.
  */
 export function canonicalJson(value: unknown, excluded?: ReadonlySet<string>): string {
   let text = '';
@@ -122,8 +176,10 @@ const CHUNK_CHARS = 64 * 1024;
  * The same canonical JSON through the engine's own serializer: `JSON.stringify(value, keys)` writes every
  * object's members in the order of `keys`, so the sorted list of every key in the document gives sorted
  * output at native speed. The engine checks each object against the whole list, so this is used only while
- * (objects x distinct keys) stays proportional to the document; values with `toJSON` or a bigint take the
- * general path. Returns undefined when it does not apply.
+ * (objects x distinct keys) stays proportional to the document. Values it would write differently from
+ * {@link canonicalJson} take the general path: `toJSON`, bigints, non-finite numbers, and a `__proto__` key
+ * (the list would make the engine read every object's prototype under that name). Returns undefined when it
+ * does not apply.
  */
 function nativeCanonicalJson(value: unknown): string | undefined {
   const keys = new Set<string>();
@@ -132,6 +188,10 @@ function nativeCanonicalJson(value: unknown): string | undefined {
   const stack: unknown[] = [value];
   while (stack.length > 0) {
     const node = stack.pop();
+    if (typeof node === 'number') {
+      if (!Number.isFinite(node)) return undefined;
+      continue;
+    }
     if (typeof node === 'bigint') return undefined;
     if (node === null || typeof node !== 'object') continue;
     if (Array.isArray(node)) {
@@ -147,13 +207,34 @@ function nativeCanonicalJson(value: unknown): string | undefined {
       stack.push((node as Record<string, unknown>)[name]);
     }
   }
-  if (objects * keys.size > 16 * members + 1_024) return undefined;
-  return JSON.stringify(value, [...keys].sort());
+  if (keys.has('__proto__') || objects * keys.size > 16 * members + 1_024) return undefined;
+  try {
+    return JSON.stringify(value, [...keys].sort());
+  } catch {
+    return undefined; // nested deeper than the engine's serializer goes: the general path is iterative
+  }
+}
+
+function scalarJson(node: unknown): string {
+  if (typeof node === 'number' && !Number.isFinite(node)) return String(node);
+  if (typeof node === 'bigint') return node.toString();
+  return JSON.stringify(node) ?? 'null';
+}
+
+/** An array or object being written: the value, where its members are, and how far along. */
+interface Frame {
+  readonly node: object;
+  readonly path: string;
+  /** The sorted member names of an object; undefined for an array. */
+  readonly names: string[] | undefined;
+  next: number;
+  written: number;
 }
 
 /**
  * Write canonical JSON to `sink` in chunks of about 64 KiB, so that a large body is hashed as it is written
- * instead of being built whole in memory first.
+ * instead of being built whole in memory first. Iterative: a body nested deeper than the call stack (which
+ * `JSON.parse` accepts) cannot overflow it.
  */
 function writeCanonicalJson(
   value: unknown,
@@ -168,42 +249,58 @@ function writeCanonicalJson(
       buffer = '';
     }
   };
+  const stack: Frame[] = [];
 
-  const write = (node: unknown, path: string): void => {
+  /** Write a scalar, or open a container (pushed on the stack and written member by member). */
+  const open = (input: unknown, path: string): void => {
+    // As JSON.stringify does: toJSON is called once, and what it returns is written as it is.
+    const node =
+      input !== null &&
+      typeof input === 'object' &&
+      typeof (input as { toJSON?: unknown }).toJSON === 'function'
+        ? (input as { toJSON(): unknown }).toJSON()
+        : input;
     if (node === null || typeof node !== 'object') {
-      emit(typeof node === 'bigint' ? node.toString() : (JSON.stringify(node) ?? 'null'));
-      return;
-    }
-    if (typeof (node as { toJSON?: unknown }).toJSON === 'function') {
-      write((node as { toJSON(): unknown }).toJSON(), path);
-      return;
-    }
-    if (Array.isArray(node)) {
+      emit(scalarJson(node));
+    } else if (Array.isArray(node)) {
       emit('[');
-      for (let i = 0; i < node.length; i++) {
-        if (i > 0) emit(',');
-        const item: unknown = node[i];
-        if (item === undefined || typeof item === 'function' || typeof item === 'symbol') emit('null');
-        else write(item, path);
-      }
-      emit(']');
-      return;
+      stack.push({ node, path, names: undefined, next: 0, written: 0 });
+    } else {
+      emit('{');
+      stack.push({ node, path, names: Object.keys(node).sort(), next: 0, written: 0 });
     }
-    emit('{');
-    let first = true;
-    for (const name of Object.keys(node).sort()) {
-      const member: unknown = (node as Record<string, unknown>)[name];
-      if (member === undefined || typeof member === 'function' || typeof member === 'symbol') continue;
-      // Paths are only built when there is something to exclude: most requests never pay for them.
-      const memberPath = excluded === undefined ? '' : path === '' ? name : `${path}.${name}`;
-      if (excluded?.has(memberPath)) continue;
-      emit(first ? `${JSON.stringify(name)}:` : `,${JSON.stringify(name)}:`);
-      first = false;
-      write(member, memberPath);
-    }
-    emit('}');
   };
 
-  write(value, '');
+  open(value, '');
+  while (stack.length > 0) {
+    const frame = stack[stack.length - 1] as Frame;
+    if (frame.names === undefined) {
+      const array = frame.node as unknown[];
+      if (frame.next === array.length) {
+        emit(']');
+        stack.pop();
+        continue;
+      }
+      const item = array[frame.next++];
+      if (frame.written++ > 0) emit(',');
+      if (item === undefined || typeof item === 'function' || typeof item === 'symbol') emit('null');
+      else open(item, frame.path);
+      continue;
+    }
+    if (frame.next === frame.names.length) {
+      emit('}');
+      stack.pop();
+      continue;
+    }
+    const name = frame.names[frame.next++] as string;
+    // An own `__proto__` member (JSON.parse makes those) shadows the accessor: it reads as the member it is.
+    const member: unknown = (frame.node as Record<string, unknown>)[name];
+    if (member === undefined || typeof member === 'function' || typeof member === 'symbol') continue;
+    // Paths are only built when there is something to exclude: most requests never pay for them.
+    const memberPath = excluded === undefined ? '' : frame.path === '' ? name : `${frame.path}.${name}`;
+    if (excluded?.has(memberPath)) continue;
+    emit(frame.written++ > 0 ? `,${JSON.stringify(name)}:` : `${JSON.stringify(name)}:`);
+    open(member, memberPath);
+  }
   if (buffer !== '') sink(buffer);
 }

@@ -15,6 +15,8 @@ export {
   IdempotencyKeyError,
   IdempotencyKeyReusedError,
   isIdemError,
+  isStoreLimitError,
+  StoreLimitError,
   StoreUnavailableError,
 } from './errors.js';
 export type { IdempotencyEvent, IdempotencyEventListener, StoreOperation } from './events.js';
@@ -32,6 +34,7 @@ export {
   type QueryInput,
 } from './fingerprint.js';
 export { type KeyFormat, type KeyValidator, parseIdempotencyKey } from './key-format.js';
+export { isResponseGone, settleOnResponse } from './node-response.js';
 export {
   type PurgeOnceOptions,
   type PurgeSchedulerOptions,
@@ -64,6 +67,7 @@ export {
   type ReserveParams,
   type ReserveResult,
   type StoredResponse,
+  type StoreLimits,
   systemClock,
 } from './types.js';
 export {

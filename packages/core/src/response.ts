@@ -39,6 +39,12 @@ export interface CapturedResponse {
    * and MUST NOT be stored.
    */
   readonly bodyTruncated?: boolean | undefined;
+  /**
+   * The `Content-Encoding` of `body` as captured (`gzip` when a compression layer wrote it encoded), or
+   * undefined for plain bytes. It is stored with the body whatever the allow-list says, and a
+   * `content-encoding` among `headers` is ignored: it may describe bytes written after the capture.
+   */
+  readonly contentEncoding?: string | undefined;
 }
 
 /** A response the coordinator answers with instead of running the handler. */
@@ -69,11 +75,16 @@ export function toStoredResponse(response: CapturedResponse, options: StoreRespo
   for (const [name, value] of Object.entries(response.headers)) {
     const lower = name.toLowerCase();
     if (value === undefined || !options.allowHeaders.has(lower) || NEVER_STORED_HEADERS.has(lower)) continue;
+    if (lower === 'content-encoding') continue;
     headers[lower] = typeof value === 'object' ? value.join(', ') : String(value);
   }
   const body = typeof response.body === 'string' ? Buffer.from(response.body) : (response.body ?? null);
   if (response.bodyTruncated === true || (body !== null && body.byteLength > options.maxBodyBytes)) {
     return { status: response.status, headers, body: null, bodyOmitted: true };
+  }
+  // Encoded bytes are kept with their encoding, or the replay would be garbage to the client.
+  if (body !== null && response.contentEncoding !== undefined && response.contentEncoding !== 'identity') {
+    headers['content-encoding'] = response.contentEncoding;
   }
   return { status: response.status, headers, body };
 }

@@ -104,6 +104,15 @@ export interface PurgeParams {
   readonly limit: number;
 }
 
+/** What a store can hold, declared so that the coordinator stays within it. */
+export interface StoreLimits {
+  /**
+   * The largest response body the store keeps, in bytes. The coordinator stores larger bodies as omitted
+   * (status and headers only, `bodyOmitted: true`), as it does above its own `maxBodyBytes`.
+   */
+  readonly maxBodyBytes?: number;
+}
+
 /**
  * The storage SPI every idempotency store implements.
  *
@@ -162,6 +171,13 @@ export interface IdempotencyStore {
 
   /** Release what the store opened itself. MUST NOT close a client or pool the user passed in. */
   close?(): Promise<void>;
+
+  /**
+   * What this store can hold. A value beyond what the backend holds (declared here or not) MUST be refused
+   * with a `StoreLimitError` (from this package) before it reaches the backend, never truncated or mangled: the
+   * coordinator answers that with a non-retryable 4xx, where any other exception reads as an outage.
+   */
+  readonly limits?: StoreLimits;
 }
 
 /** A source of the current time in epoch milliseconds. Inject one to control time in tests. */

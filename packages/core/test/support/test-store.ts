@@ -3,10 +3,12 @@ import {
   type IdempotencyRecord,
   type IdempotencyStore,
   newReservation,
+  StoreLimitError,
   type StoreOperation,
 } from '@idem/core';
 
 type Operation = Exclude<StoreOperation, never>;
+type Fault = 'throw' | 'hang' | 'limit';
 
 /**
  * A minimal correct store for the coordinator's unit tests, with the fault injection they need: make an
@@ -15,7 +17,7 @@ type Operation = Exclude<StoreOperation, never>;
 export function createTestStore() {
   const records = new Map<string, IdempotencyRecord>();
   const calls: Operation[] = [];
-  const faults = new Map<Operation, 'throw' | 'hang'>();
+  const faults = new Map<Operation, Fault>();
   const hung: (() => void)[] = [];
   const id = (scope: string, key: string) => JSON.stringify([scope, key]);
 
@@ -23,6 +25,7 @@ export function createTestStore() {
     calls.push(operation);
     const fault = faults.get(operation);
     if (fault === 'throw') throw new Error(`injected ${operation} failure`);
+    if (fault === 'limit') throw new StoreLimitError(`injected ${operation} limit`);
     if (fault === 'hang') await new Promise<void>((resolve) => hung.push(resolve));
   }
 
@@ -83,8 +86,8 @@ export function createTestStore() {
     store,
     records,
     calls,
-    /** Make `operation` throw (or hang) from now on; `undefined` heals it. */
-    inject(operation: Operation, fault: 'throw' | 'hang' | undefined) {
+    /** Make `operation` throw a fault, a limit error, or hang from now on; `undefined` heals it. */
+    inject(operation: Operation, fault: Fault | undefined) {
       if (fault === undefined) faults.delete(operation);
       else faults.set(operation, fault);
     },

@@ -1,0 +1,168 @@
+import type { ServerResponse } from 'node:http';
+import type { Execution } from './execution.js';
+import type { CapturedResponse, HeaderValue } from './response.js';
+
+type Chunk = string | Uint8Array | null | undefined;
+
+function toBuffer(chunk: Chunk, encoding: unknown): Buffer | undefined {
+  if (chunk === null || chunk === undefined) return undefined;
+  if (typeof chunk === 'string') {
+    return Buffer.from(chunk, (typeof encoding === 'string' ? encoding : 'utf8') as BufferEncoding);
+  }
+  return Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
+}
+
+/** `true` when the client behind `res` is gone: the connection closed before the response did. */
+export function isResponseGone(res: ServerResponse): boolean {
+  return res.destroyed || res.socket?.destroyed === true;
+}
+
+/**
+ * What a handler writes to a Node.js response, recorded where it is really written: `writeHead`, `write` and
+ * `end`, and so everything built on them (Express's `res.json`, Fastify's `reply.send` of strings, buffers,
+ * Node and web streams and `Response` objects, `reply.hijack()`, piped files). Bytes are kept up to the
+ * cap; beyond it only the fact that the body was too large.
+ */
+class ResponseCapture {
+  readonly #res: ServerResponse;
+  readonly #maxBodyBytes: number;
+  readonly #chunks: Buffer[] = [];
+  #size = 0;
+  #truncated = false;
+  // Headers handed straight to writeHead are not always visible through getHeaders().
+  #headHeaders: Record<string, HeaderValue> = {};
+  /** The Content-Encoding in force when the first body byte passed: what the captured bytes are. */
+  #encoding: string | undefined;
+  #sawBody = false;
+  #inEnd = false;
+  /** The status as it went out on the status line: a framework may change `statusCode` after that. */
+  #sentStatus: number | undefined;
+  /** `true` once the handler (or its framework) called `end`: the response is complete as the app sees it. */
+  ended = false;
+  /** Called once, right after `end`. */
+  onEnd: (() => void) | undefined;
+
+  constructor(res: ServerResponse, maxBodyBytes: number) {
+    this.#res = res;
+    this.#maxBodyBytes = maxBodyBytes;
+    const capture = this;
+    const { writeHead, write, end } = res;
+    res.writeHead = function (this: ServerResponse, ...args: unknown[]) {
+      // Only the head that goes out counts: a framework's late error answer (writeHead(500) on a response
+      // already under way) throws and changes nothing.
+      const first = !this.headersSent;
+      const result = (writeHead as (...a: unknown[]) => ServerResponse).apply(this, args);
+      if (first) capture.#head(args);
+      return result;
+    } as typeof res.writeHead;
+    res.write = function (this: ServerResponse, chunk: Chunk, ...rest: unknown[]) {
+      if (!capture.#inEnd) capture.#keep(chunk, rest[0]);
+      return (write as (...a: unknown[]) => boolean).call(this, chunk, ...rest);
+    } as typeof res.write;
+    res.end = function (this: ServerResponse, chunk?: unknown, ...rest: unknown[]) {
+      if (typeof chunk !== 'function') capture.#keep(chunk as Chunk, rest[0]);
+      // An `end` that writes its chunk through `this.write` (light-my-request's does) is counted once.
+      capture.#inEnd = true;
+      let result: ServerResponse;
+      try {
+        result = (end as (...a: unknown[]) => ServerResponse).call(this, chunk, ...rest);
+      } finally {
+        capture.#inEnd = false;
+      }
+      if (!capture.ended) {
+        capture.ended = true;
+        capture.onEnd?.();
+      }
+      return result;
+    } as typeof res.end;
+  }
+
+  #head(args: unknown[]): void {
+    if (typeof args[0] === 'number') this.#sentStatus = args[0];
+    const headers = args.find((arg, i) => i > 0 && typeof arg === 'object' && arg !== null);
+    if (Array.isArray(headers)) {
+      // The raw form: [name, value, name, value, …]
+      for (let i = 0; i + 1 < headers.length; i += 2) {
+        this.#headHeaders[String(headers[i]).toLowerCase()] = String(headers[i + 1]);
+      }
+    } else if (headers !== undefined) {
+      for (const [name, value] of Object.entries(headers as Record<string, HeaderValue>)) {
+        this.#headHeaders[name.toLowerCase()] = value;
+      }
+    }
+  }
+
+  #keep(chunk: Chunk, encoding: unknown): void {
+    const buffer = toBuffer(chunk, encoding);
+    if (buffer === undefined || buffer.length === 0) return;
+    if (!this.#sawBody) {
+      this.#sawBody = true;
+      // A compression layer mounted outside this one sets the header before it writes through here.
+      const value = this.#headHeaders['content-encoding'] ?? this.#res.getHeader('content-encoding');
+      this.#encoding = value === undefined ? undefined : String(value);
+    }
+    if (this.#truncated) return;
+    this.#size += buffer.length;
+    if (this.#size > this.#maxBodyBytes) {
+      this.#truncated = true;
+      this.#chunks.length = 0;
+      return;
+    }
+    this.#chunks.push(buffer);
+  }
+
+  /** The response as written so far; `incomplete` marks a body that will never be whole. */
+  snapshot(incomplete: boolean): CapturedResponse {
+    const truncated = this.#truncated || incomplete;
+    return {
+      status: this.#sentStatus ?? this.#res.statusCode,
+      headers: { ...this.#headHeaders, ...(this.#res.getHeaders() as Record<string, HeaderValue>) },
+      body: truncated ? null : Buffer.concat(this.#chunks),
+      bodyTruncated: truncated,
+      contentEncoding: this.#encoding,
+    };
+  }
+}
+
+/**
+ * Settle an execution by what happens to its Node.js response (Express's `res`, Fastify's `reply.raw`), the
+ * one lifecycle both adapters share. Call it just before the handler runs, after checking
+ * {@link isResponseGone}; it captures what is written (up to `execution.maxBodyBytes`) and then:
+ *
+ * - the response ends (the handler answered) → `finish` with it: stored or released by its status, even
+ *   when the client has gone by then, because the work is done;
+ * - the connection closes after the status was sent but before the end → `finish` with the status and no
+ *   body (a body cut short is never stored; the replay says it was omitted);
+ * - the server breaks the response off with an error before any status (a failed stream piped with
+ *   `pipeline`) → `abort`: the key is released;
+ * - the client leaves before any status → nothing is decided yet: the handler is still running. Its lease
+ *   is no longer renewed, and its answer settles the key when it comes; one that never comes frees the key
+ *   when the lease lapses.
+ *
+ * `finish` never throws, so nothing here can reject unhandled.
+ */
+export function settleOnResponse(execution: Execution, res: ServerResponse): void {
+  const capture = new ResponseCapture(res, execution.maxBodyBytes);
+  let settled = false;
+  let waiting = false;
+  const settle = (incomplete: boolean): void => {
+    if (settled) return;
+    settled = true;
+    void execution.finish(capture.snapshot(incomplete));
+  };
+  capture.onEnd = () => {
+    if (waiting) settle(false);
+  };
+  res.once('finish', () => settle(false));
+  res.once('close', () => {
+    if (capture.ended) settle(false);
+    else if (res.headersSent) settle(true);
+    else if (res.errored !== null && res.errored !== undefined) {
+      settled = true;
+      void execution.abort();
+    } else {
+      waiting = true;
+      execution.clientGone();
+    }
+  });
+}
