@@ -57,8 +57,11 @@ export type ConformanceGroup = (
   options?: ConformanceOptions,
 ) => void;
 
-/** Ordinary tests run at this time (2030-01-01) and later; a few hours at most. */
-export const BASE_MS = Date.UTC(2030, 0, 1);
+/**
+ * Ordinary tests run at this time (2030-01-01, plus 123 ms) and later; a few hours at most. The milliseconds
+ * are deliberate: a store that keeps whole seconds loses them and fails.
+ */
+export const BASE_MS = Date.UTC(2030, 0, 1) + 123;
 /**
  * Purge tests write records that expire in 1970, long before anything else the kit writes, so that a purge
  * can only ever reach records of its own test.

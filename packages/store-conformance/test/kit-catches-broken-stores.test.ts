@@ -161,6 +161,36 @@ const brokenStores: [string, GroupName, RegExp, () => IdempotencyStore][] = [
         },
       })),
   ],
+  [
+    'a reserve that tells a takeover from a creation by createdAtMs === nowMs',
+    'reserve',
+    /takeover in the millisecond the record was created/,
+    () =>
+      createReferenceStore((_records, store) => ({
+        async reserve(p) {
+          const result = await store.reserve(p);
+          if (result.outcome !== 'reserved') return result;
+          return { ...result, tookOver: result.record.createdAtMs !== p.nowMs };
+        },
+      })),
+  ],
+  [
+    'a store that keeps times in whole seconds',
+    'reserve',
+    /kept to the millisecond/,
+    () => {
+      const seconds = (ms: number) => Math.floor(ms / 1000) * 1000;
+      return createReferenceStore((_records, store) => ({
+        reserve: (p) =>
+          store.reserve({
+            ...p,
+            nowMs: seconds(p.nowMs),
+            leaseUntilMs: seconds(p.leaseUntilMs),
+            expiresAtMs: seconds(p.expiresAtMs),
+          }),
+      }));
+    },
+  ],
 ];
 
 describe('the kit passes a correct store', () => {

@@ -6,6 +6,7 @@ import {
   newReservation,
   type ReserveParams,
   type ReserveResult,
+  StoreLimitError,
   systemClock,
 } from '@idem/core';
 import { LRUCache } from 'lru-cache';
@@ -21,7 +22,10 @@ export interface EvictionEvent {
 export interface MemoryStoreOptions {
   /** The most completed records kept; the least recently used go first. @default 10_000 */
   readonly maxEntries?: number;
-  /** Optional bound on the bytes of stored bodies (plus a small per-record overhead). */
+  /**
+   * Optional bound on the bytes of stored bodies (plus a small per-record overhead). The store declares the
+   * largest body that fits as its `limits.maxBodyBytes`, so the coordinator stores larger ones as omitted.
+   */
   readonly maxSizeBytes?: number;
   /** How often expired records are swept, in ms; `false` leaves it to `purgeExpired` callers. @default 60_000 */
   readonly sweepIntervalMs?: number | false;
@@ -54,15 +58,15 @@ const idOf = (scope: string, key: string): string => `${scope.length}:${scope}${
 export function createMemoryStore(options: MemoryStoreOptions = {}): MemoryStore {
   const clock = options.clock ?? systemClock;
   const inFlight = new Map<string, IdempotencyRecord>();
+  const maxSizeBytes = options.maxSizeBytes;
+  if (maxSizeBytes !== undefined && !(maxSizeBytes > RECORD_OVERHEAD_BYTES)) {
+    throw new RangeError(`maxSizeBytes must be more than ${RECORD_OVERHEAD_BYTES}, got ${maxSizeBytes}`);
+  }
+  const sizeOf = (record: IdempotencyRecord) =>
+    RECORD_OVERHEAD_BYTES + (record.response?.body?.byteLength ?? 0);
   const completed = new LRUCache<string, IdempotencyRecord>({
     max: options.maxEntries ?? 10_000,
-    ...(options.maxSizeBytes === undefined
-      ? {}
-      : {
-          maxSize: options.maxSizeBytes,
-          sizeCalculation: (record: IdempotencyRecord) =>
-            RECORD_OVERHEAD_BYTES + (record.response?.body?.byteLength ?? 0),
-        }),
+    ...(maxSizeBytes === undefined ? {} : { maxSize: maxSizeBytes, sizeCalculation: sizeOf }),
     dispose: (record, _id, reason) => {
       if (reason === 'evict') {
         options.onEvict?.({ scope: record.scope, key: record.key, reason: 'capacity' });
@@ -122,6 +126,7 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): MemoryStore
   // Every method runs synchronously inside an async function: nothing interleaves between its read and its
   // write, which is what makes reserve atomic within this process.
   return {
+    limits: maxSizeBytes === undefined ? {} : { maxBodyBytes: maxSizeBytes - RECORD_OVERHEAD_BYTES },
     get size() {
       return inFlight.size + completed.size;
     },
@@ -136,8 +141,16 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): MemoryStore
       const hit = owned(scope, key, owner);
       if (hit === undefined) return false;
       const [id, record] = hit;
+      const done = { ...record, owner: null, response };
+      // The cache would drop a record larger than its whole bound without a word, and the retry would run
+      // again: refuse it instead, so the coordinator releases the key in the open.
+      if (maxSizeBytes !== undefined && sizeOf(done) > maxSizeBytes) {
+        throw new StoreLimitError(
+          `a response of ${sizeOf(done)} bytes does not fit the memory store's maxSizeBytes of ${maxSizeBytes}`,
+        );
+      }
       inFlight.delete(id);
-      completed.set(id, { ...record, owner: null, response });
+      completed.set(id, done);
       return true;
     },
     async release({ scope, key, owner }) {

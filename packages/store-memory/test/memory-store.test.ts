@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { StoredResponse } from '@idem/core';
+import { createIdempotency, isStoreLimitError, type StoredResponse } from '@idem/core';
 import { createMemoryStore, type EvictionEvent } from '@idem/store-memory';
 import { describe, expect, test } from 'vitest';
 
@@ -52,6 +52,36 @@ describe('memory store bounds', () => {
     const store = createMemoryStore({ maxSizeBytes: 1_000, sweepIntervalMs: false });
     for (let i = 0; i < 10; i++) await complete(store, `k${i}`);
     expect(store.size).toBeLessThanOrEqual(3); // each record counts 256 + 100 bytes
+  });
+
+  test('a record larger than maxSizeBytes is refused with a StoreLimitError, never dropped in silence', async () => {
+    const evicted: EvictionEvent[] = [];
+    const store = createMemoryStore({
+      maxSizeBytes: 300,
+      sweepIntervalMs: false,
+      onEvict: (e) => evicted.push(e),
+    });
+    await store.reserve(params('big'));
+    const big = { status: 200, headers: {}, body: new Uint8Array(1_000) };
+    const finalize = store.finalize({ scope: 's', key: 'big', owner: 'owner-big', response: big, nowMs: 0 });
+    await expect(finalize).rejects.toSatisfy(isStoreLimitError);
+    expect((await store.load({ scope: 's', key: 'big' }))?.response).toBeNull(); // still in flight, releasable
+    expect(store.limits).toEqual({ maxBodyBytes: 300 - 256 });
+  });
+
+  test('with the coordinator: a body over the bound is stored as omitted, and the retry replays it', async () => {
+    const store = createMemoryStore({ maxSizeBytes: 1_000, sweepIntervalMs: false });
+    const idem = createIdempotency({ store, heartbeatIntervalMs: false });
+    const request = { method: 'POST', route: '/r', key: '0190b7e2-5a5d-7c3e-8f00-1234567890ab' };
+    const first = await idem.begin(request);
+    if (first.action !== 'execute') throw new Error(first.action);
+    expect(await first.execution.finish({ status: 201, headers: {}, body: Buffer.alloc(5_000) })).toBe(
+      'finalized',
+    );
+    const retry = await idem.begin(request);
+    expect(retry.action === 'replay' && retry.response.headers['idempotent-replay-body-omitted']).toBe(
+      'true',
+    );
   });
 
   test('the sweep removes expired records on its own, by the injected clock', async () => {

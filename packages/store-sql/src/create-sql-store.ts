@@ -122,13 +122,14 @@ function finalizeValues<Db>(dialect: Dialect<Db>, params: FinalizeParams, header
 function build<Db>(dialect: Dialect<Db>, db: Db, table: string, maxBodyBytes: number): SqlStore<Db, unknown> {
   async function reserve(params: ReserveParams): Promise<ReserveResult> {
     checkReserve(params);
-    // Each round is one atomic statement; a second read is needed only when the record stays as it is (or,
-    // on MySQL, was taken over). The loop covers a record deleted between the two (released or purged).
+    // A dialect reserves in atomic steps; when the record changed between them (released, purged, taken by
+    // another caller) it says so, and the next round starts from what is there now.
     for (let attempt = 0; attempt < RESERVE_ATTEMPTS; attempt++) {
       const outcome = await dialect.reserve(db, table, params);
       if (outcome.kind === 'created') {
         return { outcome: 'reserved', record: newReservation(params), tookOver: false };
       }
+      if (outcome.kind === 'retry') continue;
       const row = outcome.row ?? (await dialect.shapeRows(db, table, loadShape, params))[0];
       if (row === undefined) continue; // released or purged in between: try again
       const record = toRecord(row);
@@ -141,6 +142,7 @@ function build<Db>(dialect: Dialect<Db>, db: Db, table: string, maxBodyBytes: nu
   }
 
   return {
+    limits: { maxBodyBytes },
     reserve,
     async load(ref) {
       checkRef(ref);

@@ -1,20 +1,30 @@
-import type { FinalizeParams, ReserveParams, StoredResponse } from '@idem/core';
+import { type FinalizeParams, type ReserveParams, type StoredResponse, StoreLimitError } from '@idem/core';
 
 /** The longest scope, key, fingerprint or owner the table holds, in characters. */
 export const MAX_IDENTIFIER_CHARS = 255;
 /** The longest serialized header map, in bytes (MySQL's TEXT). */
 export const MAX_HEADERS_BYTES = 65_535;
 
-/** Raised for a value the table cannot hold: the store refuses it instead of letting a database truncate it. */
-export class SqlStoreLimitError extends RangeError {
-  override name = 'SqlStoreLimitError';
-}
+/**
+ * Raised for a value the table cannot hold: the store refuses it before any SQL, instead of letting a database
+ * truncate it, mangle it or fail with an error that reads as an outage. The coordinator answers it with a
+ * non-retryable 4xx (`IDEMPOTENCY_STORE_LIMIT`).
+ */
+export class SqlStoreLimitError extends StoreLimitError {}
 
 function checkIdentifier(field: string, value: string): void {
   if (value.length > MAX_IDENTIFIER_CHARS) {
     throw new SqlStoreLimitError(
       `${field} has ${value.length} characters; the SQL store holds at most ${MAX_IDENTIFIER_CHARS}`,
     );
+  }
+  // PostgreSQL text cannot hold NUL at all; refused on every dialect so that a scope works on all of them.
+  if (value.includes('\u0000')) {
+    throw new SqlStoreLimitError(`${field} contains a NUL character, which the SQL store cannot hold`);
+  }
+  // A lone surrogate would be written as U+FFFD by every driver: two different scopes would become one.
+  if (!value.isWellFormed()) {
+    throw new SqlStoreLimitError(`${field} is not well-formed Unicode (a lone surrogate)`);
   }
 }
 

@@ -28,12 +28,14 @@ describe.runIf(await pgUp())('PostgreSQL: a backend killed mid-call', () => {
     await locker.connect();
     try {
       const key = randomUUID();
-      await store.reserve(reserveParams(key));
+      const reserved = reserveParams(key);
+      await store.reserve(reserved);
       const { rows } = await pool.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
       const pid = rows[0]?.pid;
       await locker.query('BEGIN');
       await locker.query(`SELECT 1 FROM ${table} WHERE idem_key = $1 FOR UPDATE`, [key]);
-      const blocked = store.reserve(reserveParams(key)).then(
+      // A fenced write waits for the row lock (a reserve of a busy key reads without locking, and would not).
+      const blocked = store.renewLease({ ...reserved, leaseUntilMs: reserved.leaseUntilMs + 1 }).then(
         () => undefined,
         (error: unknown) => error,
       );

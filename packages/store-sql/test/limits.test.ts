@@ -1,10 +1,21 @@
 import { randomUUID } from 'node:crypto';
+import { createIdempotency, ErrorCode, isStoreLimitError } from '@idem/core';
 import { createSqlStore, ensureSchema, SqlStoreLimitError } from '@idem/store-sql';
+import Database from 'better-sqlite3';
 import { sql } from 'drizzle-orm';
+import { drizzle } from 'drizzle-orm/better-sqlite3';
 import { drizzle as mysqlDrizzle } from 'drizzle-orm/mysql2';
 import mysql from 'mysql2/promise';
 import { describe, expect, test } from 'vitest';
-import { MYSQL_URL, makeSqliteMemoryStore, mysqlUp, uniqueTable } from './support/backends.js';
+import {
+  MYSQL_URL,
+  makeMysqlStore,
+  makePgStore,
+  makeSqliteMemoryStore,
+  mysqlUp,
+  pgUp,
+  uniqueTable,
+} from './support/backends.js';
 
 const nowMs = Date.UTC(2030, 0, 1);
 const params = (overrides: { scope?: string; key?: string; fingerprint?: string } = {}) => ({
@@ -23,10 +34,14 @@ describe('values the table cannot hold are refused, never truncated', () => {
     ['a scope over 255 characters', { scope: 's'.repeat(256) }, /scope has 256 characters/],
     ['a key over 255 characters', { key: 'k'.repeat(300) }, /key has 300 characters/],
     ['a fingerprint over 255 characters', { fingerprint: 'f'.repeat(256) }, /fingerprint has 256/],
+    ['NUL in a scope', { scope: 'a\u0000b' }, /scope contains a NUL/],
+    ['NUL in a key', { key: '\u0000' }, /key contains a NUL/],
+    ['a lone surrogate in a scope', { scope: 'a\udc00' }, /scope is not well-formed/],
   ])('%s', async (_, overrides, message) => {
     const { store, cleanup } = await makeSqliteMemoryStore();
     const p = params(overrides);
     await expect(store.reserve(p)).rejects.toThrow(SqlStoreLimitError);
+    await expect(store.reserve(p)).rejects.toSatisfy(isStoreLimitError);
     await expect(store.reserve(p)).rejects.toThrow(message);
     expect(await store.purgeExpired({ beforeMs: Number.MAX_SAFE_INTEGER, limit: 10 })).toBe(0);
     await cleanup?.();
@@ -41,10 +56,6 @@ describe('values the table cannot hold are refused, never truncated', () => {
   });
 
   test('a body over maxBodyBytes is refused and the reservation stays in flight', async () => {
-    const { store: base, cleanup } = await makeSqliteMemoryStore();
-    void base;
-    const Database = (await import('better-sqlite3')).default;
-    const { drizzle } = await import('drizzle-orm/better-sqlite3');
     const db = drizzle(new Database(':memory:'));
     await ensureSchema(db, { dialect: 'sqlite' });
     const store = createSqlStore(db, { dialect: 'sqlite', maxBodyBytes: 10 });
@@ -53,7 +64,6 @@ describe('values the table cannot hold are refused, never truncated', () => {
     const response = { status: 200, headers: {}, body: new Uint8Array(11) };
     await expect(store.finalize({ ...p, response })).rejects.toThrow(/11 bytes; this store holds at most 10/);
     expect((await store.load(p))?.response).toBeNull();
-    await cleanup?.();
   });
 
   test('an unsafe table name is refused before any SQL runs', () => {
@@ -78,5 +88,67 @@ describe.runIf(await mysqlUp())('MariaDB keeps keys exact', () => {
       await db.execute(sql`DROP TABLE IF EXISTS ${sql.identifier(table)}`);
       await pool.end();
     }
+  });
+});
+
+const backends = [
+  ['SQLite', makeSqliteMemoryStore],
+  ...((await pgUp()) ? ([['PostgreSQL', makePgStore]] as const) : []),
+  ...((await mysqlUp()) ? ([['MariaDB', makeMysqlStore()]] as const) : []),
+] as const;
+
+describe('through the coordinator, a value the store cannot hold is a 4xx, never an outage (503)', () => {
+  const request = { method: 'POST', route: '/r', key: '0190b7e2-5a5d-7c3e-8f00-1234567890ab' };
+
+  for (const [name, make] of backends) {
+    test.each([
+      ['a 300-character scope', 's'.repeat(300)],
+      ['a scope with NUL', 'tenant\u0000a'],
+      ['a scope with a lone surrogate', 'tenant\ud800'],
+    ])(`${name}: %s → 400 IDEMPOTENCY_STORE_LIMIT, nothing stored`, async (_, scope) => {
+      const { store, cleanup } = await make();
+      try {
+        const idem = createIdempotency({ store, heartbeatIntervalMs: false });
+        const result = await idem.begin({ ...request, scope });
+        expect(result.action === 'reject' && [result.error.status, result.error.code]).toEqual([
+          400,
+          ErrorCode.StoreLimit,
+        ]);
+        expect(await store.purgeExpired({ beforeMs: Number.MAX_SAFE_INTEGER, limit: 10 })).toBe(0);
+      } finally {
+        await cleanup?.();
+      }
+    });
+
+    test(`${name}: headers over 64 KiB at finalize → the key is released, and the retry executes`, async () => {
+      const { store, cleanup } = await make();
+      try {
+        const idem = createIdempotency({ store, heartbeatIntervalMs: false, replayHeaders: ['link'] });
+        const first = await idem.begin(request);
+        if (first.action !== 'execute') throw new Error(first.action);
+        const huge = { status: 201, headers: { link: 'x'.repeat(70_000) }, body: '{}' };
+        expect(await first.execution.finish(huge)).toBe('released');
+        expect((await idem.begin(request)).action).toBe('execute');
+      } finally {
+        await cleanup?.();
+      }
+    });
+  }
+
+  test('the store declares its body limit: the coordinator stores larger bodies as omitted', async () => {
+    const db = drizzle(new Database(':memory:'));
+    await ensureSchema(db, { dialect: 'sqlite' });
+    const store = createSqlStore(db, { dialect: 'sqlite', maxBodyBytes: 10 });
+    expect(store.limits).toEqual({ maxBodyBytes: 10 });
+    const idem = createIdempotency({ store, heartbeatIntervalMs: false });
+    const first = await idem.begin(request);
+    if (first.action !== 'execute') throw new Error(first.action);
+    expect(await first.execution.finish({ status: 200, headers: {}, body: 'x'.repeat(11) })).toBe(
+      'finalized',
+    );
+    const replay = await idem.begin(request);
+    expect(replay.action === 'replay' && replay.response.headers['idempotent-replay-body-omitted']).toBe(
+      'true',
+    );
   });
 });

@@ -36,6 +36,47 @@ export const reserveGroup: ConformanceGroup = (harness, makeStore) => {
         assert.deepEqual(await store.load(ref), result.record);
       }));
 
+    test('times MUST be kept to the millisecond: a lease that lapses at T+1 ms holds at T and is taken over at T+1', () =>
+      withStore(makeStore, async ({ store }) => {
+        const ref = freshRef();
+        const first = reserveAt(ref, BASE_MS, { leaseUntilMs: BASE_MS + 1, expiresAtMs: BASE_MS + 7 });
+        await store.reserve(first);
+        const record = await store.load(ref);
+        assert.equal(record?.createdAtMs, BASE_MS);
+        assert.equal(record?.leaseUntilMs, BASE_MS + 1);
+        assert.equal(record?.expiresAtMs, BASE_MS + 7);
+        assert.equal((await store.reserve(reserveAt(ref, BASE_MS))).outcome, 'exists');
+        const later = await store.reserve(reserveAt(ref, BASE_MS + 1));
+        assert.equal(later.outcome === 'reserved' && later.tookOver, true);
+      }));
+
+    test('a takeover in the millisecond the record was created MUST be reported as one (tookOver, createdAtMs kept)', () =>
+      withStore(makeStore, async ({ store }) => {
+        const ref = freshRef();
+        // A lease that lapses as it starts, and a retry in the same millisecond with the same lifetime: the
+        // taken-over record looks exactly like a new one, and only the store knows which it did.
+        const created = reserveAt(ref, BASE_MS, { leaseUntilMs: BASE_MS });
+        await store.reserve(created);
+        const retry = reserveAt(ref, BASE_MS);
+        const result = await store.reserve(retry);
+        assert.equal(result.outcome, 'reserved');
+        assert.equal(result.outcome === 'reserved' && result.tookOver, true);
+        assert.equal(result.record.owner, retry.owner);
+        assert.equal(result.record.createdAtMs, BASE_MS);
+        assert.equal(result.record.expiresAtMs, created.expiresAtMs);
+      }));
+
+    test('an expired record replaced in the millisecond it was created MUST be reported as new (tookOver false)', () =>
+      withStore(makeStore, async ({ store }) => {
+        const ref = freshRef();
+        await store.reserve(reserveAt(ref, BASE_MS, { leaseUntilMs: BASE_MS, expiresAtMs: BASE_MS }));
+        const retry = reserveAt(ref, BASE_MS);
+        const result = await store.reserve(retry);
+        assert.equal(result.outcome === 'reserved' && result.tookOver, false);
+        assert.deepEqual(await store.load(ref), result.outcome === 'reserved' ? result.record : undefined);
+        assert.equal(result.record.expiresAtMs, retry.expiresAtMs);
+      }));
+
     test('load MUST return undefined for a key never reserved', () =>
       withStore(makeStore, async ({ store }) => {
         assert.equal(await store.load(freshRef()), undefined);

@@ -4,12 +4,14 @@ import type { RawRow } from '../row.js';
 import type { Shape } from '../statements.js';
 
 /**
- * What one reserve statement did: `created` (inserted, or replaced an expired record: the record is exactly
- * the caller's parameters), `tookOver` (the caller now owns a record whose lease lapsed) or `exists` (nothing
- * changed). `row` is the record as it now stands when the statement returned it.
+ * What a dialect's reserve did: `created` (inserted, or replaced an expired record: the record is exactly
+ * the caller's parameters), `tookOver` (the caller now owns a record whose lease lapsed), `exists` (nothing
+ * changed), or `retry` (the record changed under it; the caller starts over). `row` is the record as it now
+ * stands when the dialect has it.
  */
 export type ReserveOutcome =
   | { readonly kind: 'created' }
+  | { readonly kind: 'retry' }
   | { readonly kind: 'tookOver' | 'exists'; readonly row?: RawRow | undefined };
 
 /** What differs between databases: how to run a statement, a few value encodings, reserve and purge. */

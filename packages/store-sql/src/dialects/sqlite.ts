@@ -1,11 +1,11 @@
-import type { PurgeParams, ReserveParams } from '@idem/core';
+import type { PurgeParams } from '@idem/core';
 import { type SQL, sql } from 'drizzle-orm';
 import { type BaseSQLiteDatabase, SQLiteSyncDialect } from 'drizzle-orm/sqlite-core';
 import { bindShape, type CompiledShape, compileShape } from '../compiled.js';
 import type { RawRow } from '../row.js';
 import type { Shape } from '../statements.js';
 import type { Dialect } from './dialect.js';
-import { outcomeOf, upsertReserve } from './postgres.js';
+import { reserveInSteps, reserveShapes } from './reserve-steps.js';
 
 // biome-ignore lint/suspicious/noExplicitAny: any synchronous SQLite Drizzle database (better-sqlite3).
 export type SqliteDb = BaseSQLiteDatabase<'sync', any, any, any>;
@@ -77,11 +77,9 @@ export const sqliteSync = {
   },
 };
 
-const reserveShape: Shape<ReserveParams> = {
-  id: 'reserve',
-  // SQLite (3.35+) has the same ON CONFLICT … DO UPDATE … WHERE … RETURNING as PostgreSQL.
-  build: (table, params) => upsertReserve(table, params, (value) => (value ? 1 : 0)),
-};
+// SQLite (3.35+) has the same ON CONFLICT … DO NOTHING and UPDATE … RETURNING as PostgreSQL; it binds
+// numbers, not booleans.
+const shapes = reserveShapes((value) => (value ? 1 : 0));
 
 export const sqlite: Dialect<SqliteDb> = {
   name: 'sqlite',
@@ -99,8 +97,8 @@ export const sqlite: Dialect<SqliteDb> = {
   },
   // SQLite binds numbers, not booleans.
   bool: (value) => (value ? 1 : 0),
-  async reserve(db, table, params) {
-    return outcomeOf(sqliteSync.shapeRows(db, table, reserveShape, params)[0], params);
+  reserve(db, table, params) {
+    return reserveInSteps(this, shapes, db, table, params);
   },
   async purge(db, table, { beforeMs, limit }: PurgeParams) {
     return sqliteSync.affected(
