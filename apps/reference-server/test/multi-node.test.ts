@@ -136,7 +136,13 @@ for (const backend of backends) {
         await a.db.store.reserve({
           scope: '\u001fanonymous',
           key,
-          fingerprint: computeFingerprint({ method: 'POST', route: '/v1/namespaces', query: {}, body }),
+          fingerprint: computeFingerprint({
+            method: 'POST',
+            route: '/v1/namespaces',
+            path: '/v1/namespaces',
+            body: JSON.stringify(body),
+            contentType: 'application/json',
+          }),
           owner: 'node-a-that-died',
           nowMs,
           leaseUntilMs: nowMs + 300,

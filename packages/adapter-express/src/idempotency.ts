@@ -1,12 +1,13 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import {
   createIdempotency,
-  DEFAULT_MAX_BODY_BYTES,
   type IdemError,
   type IdempotencyOptions,
+  isResponseGone,
   type ReplayResponse,
+  settleOnResponse,
 } from '@idem/core';
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
-import { captureResponse } from './capture-response.js';
 
 export interface ExpressIdempotencyOptions extends IdempotencyOptions {
   /**
@@ -14,7 +15,7 @@ export interface ExpressIdempotencyOptions extends IdempotencyOptions {
    * another's response. @default every request shares one scope
    */
   readonly scope?: (req: Request) => string | undefined;
-  /** The route identity for the fingerprint. @default `req.baseUrl + req.route.path`, else the path */
+  /** The route template for the fingerprint. @default `req.baseUrl + req.route.path`, else the path */
   readonly route?: (req: Request) => string;
   /** `'respond'` answers 400/409/422/503 itself; `'next'` passes the typed error to `next(err)`. @default 'respond' */
   readonly errors?: 'respond' | 'next';
@@ -27,6 +28,26 @@ function defaultRoute(req: Request): string {
   return typeof path === 'string' ? req.baseUrl + path : req.baseUrl + req.path;
 }
 
+/**
+ * The body bytes as received, when a body parser kept them (see {@link captureRawBody}); else the parsed body.
+ * Raw bytes are the exact identity: a parsed body has lost what doubles cannot hold (`1e400`, big integers).
+ */
+function bodyOf(req: Request): unknown {
+  const raw = (req as { rawBody?: unknown }).rawBody;
+  return Buffer.isBuffer(raw) || typeof raw === 'string' ? raw : req.body;
+}
+
+/**
+ * A `verify` function for Express's body parsers that keeps the raw bytes on `req.rawBody`, so that the
+ * fingerprint hashes exactly what the client sent.
+ *
+ * @example
+ * app.use(express.json({ verify: captureRawBody }), idempotencyMiddleware({ store }));
+ */
+export function captureRawBody(req: IncomingMessage, _res: ServerResponse, buffer: Buffer): void {
+  (req as IncomingMessage & { rawBody?: Buffer }).rawBody = buffer;
+}
+
 function sendReplay(res: Response, replay: ReplayResponse): void {
   res.statusCode = replay.status;
   for (const [name, value] of Object.entries(replay.headers)) res.setHeader(name, value);
@@ -35,18 +56,26 @@ function sendReplay(res: Response, replay: ReplayResponse): void {
 
 /**
  * Express 4 and 5 middleware that makes covered requests idempotent by their `Idempotency-Key`. Mount it after
- * the body parser (the fingerprint needs the body), on the app or on single routes.
+ * the body parser (the fingerprint needs the body; give the parser `verify: captureRawBody` for exact
+ * numbers) and after any compression middleware (then plain bytes are stored and compressed per replay), on
+ * the app or on single routes.
  *
  * @example
- * app.use(express.json(), idempotency({ store: createMemoryStore(), scope: (req) => req.user?.id }));
+ * app.use(express.json({ verify: captureRawBody }), idempotency({ store, scope: (req) => req.user?.id }));
  */
 export function idempotency(options: ExpressIdempotencyOptions): RequestHandler {
   const idem = createIdempotency(options);
   const header = idem.headerName;
-  const maxBodyBytes = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
   const routeOf = options.route ?? defaultRoute;
-  const waits = options.inFlight?.strategy === 'wait';
-  const format = options.formatError ?? ((error: IdemError) => error.toJSON());
+
+  const body = (error: IdemError, req: Request): unknown => {
+    if (options.formatError === undefined) return error.toJSON();
+    try {
+      return options.formatError(error, req);
+    } catch {
+      return error.toJSON(); // a broken formatter must not turn a 409 into a crash
+    }
+  };
 
   const reject = (error: IdemError, req: Request, res: Response, next: NextFunction): void => {
     if (options.errors === 'next') {
@@ -56,23 +85,26 @@ export function idempotency(options: ExpressIdempotencyOptions): RequestHandler 
     res.statusCode = error.status;
     for (const [name, value] of Object.entries(error.headers)) res.setHeader(name, value);
     res.setHeader('content-type', 'application/json; charset=utf-8');
-    res.end(JSON.stringify(format(error, req)));
+    res.end(JSON.stringify(body(error, req)));
   };
 
   return (req, res, next) => {
     if (!idem.covers(req.method)) return next();
     let signal: AbortSignal | undefined;
-    if (waits) {
+    if (idem.waits) {
       const controller = new AbortController();
       res.once('close', () => controller.abort());
       signal = controller.signal;
     }
+    const url = req.originalUrl;
+    const queryAt = url.indexOf('?');
     idem
       .begin({
         method: req.method,
         route: routeOf(req),
-        query: req.query as Record<string, unknown>,
-        body: req.body,
+        path: queryAt === -1 ? url : url.slice(0, queryAt),
+        query: queryAt === -1 ? undefined : url.slice(queryAt + 1),
+        body: bodyOf(req),
         contentType: req.headers['content-type'],
         // Node joins a repeated header with ", "; a comma is never valid in a key, so that is rejected as is.
         key: req.headers[header],
@@ -87,21 +119,13 @@ export function idempotency(options: ExpressIdempotencyOptions): RequestHandler 
             return reject(result.error, req, res, next);
           case 'replay':
             return sendReplay(res, result.response);
-          case 'execute': {
-            const { execution } = result;
-            const snapshot = captureResponse(res, maxBodyBytes);
-            let finished = false;
-            res.once('finish', () => {
-              finished = true;
-              void execution.finish(snapshot());
-            });
-            // Closed before the response was complete: the client went away, release the key.
-            res.once('close', () => {
-              if (!finished) void execution.abort();
-            });
+          case 'execute':
+            // The client left while the key was being reserved: free it, and run nothing for nobody.
+            if (isResponseGone(res)) return void result.execution.abort();
+            settleOnResponse(result.execution, res);
             return next();
-          }
         }
-      }, next);
+      })
+      .catch(next);
   };
 }

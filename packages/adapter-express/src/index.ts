@@ -1,1 +1,1 @@
-export { type ExpressIdempotencyOptions, idempotency } from './idempotency.js';
+export { captureRawBody, type ExpressIdempotencyOptions, idempotency } from './idempotency.js';

@@ -1,41 +1,85 @@
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { idempotency } from '@idem/adapter-express';
+import { pipeline, Readable } from 'node:stream';
+import { captureRawBody, idempotency } from '@idem/adapter-express';
 import type { AppResponse, MakeServer } from '@idem/adapter-suite';
-import type { Express, Request, Response } from 'express';
+import type { Express, NextFunction, Request, Response } from 'express';
 
-type ExpressFactory = (() => Express) & { json(): (req: Request, res: Response, next: () => void) => void };
+type ExpressFactory = (() => Express) & {
+  json(options?: { verify?: typeof captureRawBody }): (req: Request, res: Response, next: () => void) => void;
+};
 
 function send(res: Response, answer: AppResponse): void {
   res.status(answer.status).set(answer.headers).send(answer.body);
 }
 
+/** Express 4 does not pass a rejected promise on: every async handler forwards its own errors. */
+const handle =
+  (run: (req: Request, res: Response, next: NextFunction) => Promise<void> | void) =>
+  (req: Request, res: Response, next: NextFunction) => {
+    Promise.resolve()
+      .then(() => run(req, res, next))
+      .catch(next);
+  };
+
 /** The suite's routes on an Express app (4 or 5: the same code runs on both). */
 export function expressServer(express: ExpressFactory): MakeServer {
   return async ({ options, business }) => {
     const app = express();
-    app.use(express.json());
-    app.use(idempotency({ ...options, scope: (req) => req.get('x-principal') }));
+    app.use(express.json({ verify: captureRawBody }));
+    app.use(
+      idempotency({
+        ...options,
+        scope:
+          (options.scope as ((req: Request) => string | undefined) | undefined) ??
+          ((req) => req.get('x-principal')),
+      } as Parameters<typeof idempotency>[0]),
+    );
     app.post('/orders', (req, res) => send(res, business.createOrder(req.body)));
     app.get('/orders', (_req, res) => send(res, business.listOrders()));
+    app.post('/items/:id', (req, res) => send(res, business.item(String(req.params.id), req.body)));
     app.post('/status/:code', (req, res) => send(res, business.status(Number(req.params.code))));
     app.post('/throw', () => business.throws());
-    app.post('/slow/:ms', (req, res, next) => {
-      business.slow(Number(req.params.ms)).then((answer) => send(res, answer), next);
-    });
-    app.post('/stream', async (_req, res) => {
-      const { chunks, delayMs } = business.stream();
+    app.post(
+      '/slow/:ms',
+      handle(async (req, res) => send(res, await business.slow(Number(req.params.ms)))),
+    );
+    app.post(
+      '/late/:ms',
+      handle(async (req, res) => {
+        res.writeHead(200, { 'content-type': 'text/plain' });
+        res.flushHeaders();
+        res.end(await business.late(Number(req.params.ms)));
+      }),
+    );
+    app.post('/plan/:name', (req, res, next) => {
+      const chunks = business.plan(String(req.params.name));
       res.status(200).type('text/plain');
-      for (const chunk of chunks) {
-        res.write(chunk);
-        await new Promise((resolve) => setTimeout(resolve, delayMs));
-      }
-      res.end();
+      pipeline(Readable.from(chunks), res, (error) => {
+        if (error) next(error);
+      });
     });
+    app.post(
+      '/throw-after/:point',
+      handle(async (req, res) => {
+        const run = business.throwAfter(String(req.params.point));
+        res.writeHead(200, { 'content-type': 'text/plain' });
+        res.flushHeaders();
+        if (run.point !== 'status') res.write('first,');
+        if (run.point === 'end') res.end('end');
+        await new Promise((resolve) => setTimeout(resolve, 20));
+        run.fail();
+      }),
+    );
     app.post('/big/:bytes', (req, res) => send(res, business.big(Number(req.params.bytes))));
     app.post('/binary', (_req, res) => send(res, business.binary()));
-    // Quiet the default error handler's stack traces; the status is what the suite checks.
+    // Quiet the default error handler's stack traces; the status is what the suite checks. A response
+    // already under way cannot change its status any more: it is cut off, as Express itself does.
     app.use((_error: unknown, _req: Request, res: Response, _next: () => void) => {
+      if (res.headersSent) {
+        res.destroy();
+        return;
+      }
       res.status(500).json({ error: 'internal' });
     });
     const server: Server = await new Promise((resolve) => {

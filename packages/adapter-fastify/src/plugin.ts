@@ -1,13 +1,21 @@
-import { Transform } from 'node:stream';
+import { pipeline, Transform } from 'node:stream';
 import {
   createIdempotency,
-  DEFAULT_MAX_BODY_BYTES,
   type Execution,
   type IdemError,
   type Idempotency,
   type IdempotencyOptions,
+  isResponseGone,
+  settleOnResponse,
 } from '@idem/core';
-import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
+import type {
+  FastifyPluginAsync,
+  FastifyReply,
+  FastifyRequest,
+  preHandlerAsyncHookHandler,
+  preParsingHookHandler,
+  RouteOptions,
+} from 'fastify';
 import fp from 'fastify-plugin';
 
 /** Options a single route may override through `config: { idempotency: { … } }`. */
@@ -30,15 +38,10 @@ export interface FastifyIdempotencyOptions extends IdempotencyOptions {
   readonly formatError?: (error: IdemError, request: FastifyRequest) => unknown;
 }
 
-/** What one executing request carries from preHandler to onResponse. */
-interface Capture {
-  readonly execution: Execution;
-  body: Buffer | string | null;
-  truncated: boolean;
-}
-
 // Module-level: a request belongs to one plugin instance anyway, and executionOf() needs to reach it.
-const captures = new WeakMap<FastifyRequest, Capture>();
+const executions = new WeakMap<FastifyRequest, Execution>();
+/** The body bytes of keyed requests as they arrived, kept by the preParsing hook for the fingerprint. */
+const rawBodies = new WeakMap<FastifyRequest, Buffer[]>();
 
 /**
  * The execution of a request the plugin reserved, for hosts that finalize inside their own transaction:
@@ -46,13 +49,8 @@ const captures = new WeakMap<FastifyRequest, Capture>();
  * executing under a key (not covered, no key, replayed, rejected).
  */
 export function executionOf(request: FastifyRequest): Execution | undefined {
-  return captures.get(request)?.execution;
+  return executions.get(request);
 }
-
-const isReadable = (payload: unknown): payload is NodeJS.ReadableStream =>
-  typeof payload === 'object' &&
-  payload !== null &&
-  typeof (payload as { pipe?: unknown }).pipe === 'function';
 
 /** Aborted when the connection closes before the response is sent: a waiting request stops waiting. */
 function closeSignal(reply: FastifyReply): AbortSignal {
@@ -61,124 +59,113 @@ function closeSignal(reply: FastifyReply): AbortSignal {
   return controller.signal;
 }
 
+const asArray = <T>(hooks: T | T[] | undefined): T[] =>
+  hooks === undefined ? [] : Array.isArray(hooks) ? hooks : [hooks];
+
 const idempotencyPlugin: FastifyPluginAsync<FastifyIdempotencyOptions> = async (fastify, options) => {
   const base = createIdempotency(options);
-  const maxBodyBytes = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
-  const format = options.formatError ?? ((error: IdemError) => error.toJSON());
-  const perRoute = new WeakMap<RouteIdempotencyOptions, Idempotency>();
-  const waits = options.inFlight?.strategy === 'wait';
 
-  const coordinatorFor = (config: RouteIdempotencyOptions | false | undefined): Idempotency | undefined => {
-    if (config === undefined) return base;
-    if (config === false) return undefined;
-    let idem = perRoute.get(config);
-    if (idem === undefined) {
-      idem = createIdempotency({ ...options, ...config });
-      perRoute.set(config, idem);
+  const format = (error: IdemError, request: FastifyRequest): unknown => {
+    if (options.formatError === undefined) return error.toJSON();
+    try {
+      return options.formatError(error, request);
+    } catch {
+      return error.toJSON(); // a broken formatter must not turn a 409 into a 500
     }
-    return idem;
   };
 
-  const reject = (error: IdemError, request: FastifyRequest, reply: FastifyReply) =>
-    reply
-      .code(error.status)
-      .headers(error.headers)
-      .type('application/json; charset=utf-8')
-      .send(JSON.stringify(format(error, request)));
-
-  // preHandler: the body is parsed and validated, so invalid input never reaches the store.
-  fastify.addHook('preHandler', async (request, reply) => {
-    // routeOptions is a getter that builds a new object: read it once.
-    const route = request.routeOptions;
-    const idem = coordinatorFor(route.config?.idempotency);
-    if (idem === undefined || !idem.covers(request.method)) return;
+  /** The hooks of one route, over the coordinator its options resolve to. */
+  function hooksFor(idem: Idempotency) {
     const header = idem.headerName;
-    const result = await idem.begin({
-      method: request.method,
-      route: route.url ?? request.url,
-      query: request.query as Record<string, unknown>,
-      body: request.body,
-      contentType: request.headers['content-type'],
-      // Node joins a repeated header with ", "; a comma is never valid in a key, so that is rejected as is.
-      key: request.headers[header],
-      scope: options.scope?.(request),
-      signal: waits ? closeSignal(reply) : undefined,
-    });
-    switch (result.action) {
-      case 'proceed':
-        return;
-      case 'reject':
-        return reject(result.error, request, reply);
-      case 'replay':
-        return reply
-          .code(result.response.status)
-          .headers(result.response.headers)
-          .send(result.response.body ?? undefined);
-      case 'execute': {
-        const { execution } = result;
-        captures.set(request, { execution, body: null, truncated: false });
-        // Closed before the response was complete: the client went away, release the key. (Fastify's
-        // onRequestAbort only sees an abort while the request body is still being read.)
-        reply.raw.once('close', () => {
-          if (!reply.raw.writableFinished) void execution.abort();
-        });
-      }
-    }
-  });
+    const waits = idem.waits;
 
-  // Callback-style hooks: no promise per request where nothing needs awaiting.
-  fastify.addHook('onSend', (request, _reply, payload, done) => {
-    const capture = captures.get(request);
-    if (capture === undefined) return done(null, payload);
-    if (typeof payload === 'string' || Buffer.isBuffer(payload)) {
-      const size = typeof payload === 'string' ? Buffer.byteLength(payload) : payload.length;
-      if (size > maxBodyBytes) capture.truncated = true;
-      else capture.body = payload;
-      return done(null, payload);
-    }
-    if (!isReadable(payload)) return done(null, payload);
-    // A stream: pass it through untouched, keeping a copy up to the cap.
-    const chunks: Buffer[] = [];
-    let size = 0;
-    const tee = new Transform({
-      transform(chunk: Buffer | string, encoding, callback) {
-        if (!capture.truncated) {
-          const buffer = typeof chunk === 'string' ? Buffer.from(chunk, encoding) : chunk;
-          size += buffer.length;
-          if (size > maxBodyBytes) {
-            capture.truncated = true;
-            chunks.length = 0;
-          } else {
-            chunks.push(buffer);
+    // Keep the bytes of a keyed request as they arrive: the fingerprint hashes them exactly.
+    const keepRawBody: preParsingHookHandler = (request, _reply, payload, done) => {
+      if (!idem.covers(request.method) || request.headers[header] === undefined) return done(null, payload);
+      const chunks: Buffer[] = [];
+      rawBodies.set(request, chunks);
+      const tee = new Transform({
+        transform(chunk: Buffer, _encoding, callback) {
+          chunks.push(chunk);
+          callback(null, chunk);
+        },
+      });
+      // Fastify compares this with Content-Length: the bytes that came off the wire, before any decoding.
+      Object.defineProperty(tee, 'receivedEncodedLength', {
+        get: () => (payload as { receivedEncodedLength?: number }).receivedEncodedLength,
+      });
+      // pipeline, not pipe: an error of the request stream reaches the parser instead of the process.
+      done(
+        null,
+        pipeline(payload, tee, () => {}),
+      );
+    };
+
+    // preHandler: the body is parsed and validated, so invalid input never reaches the store.
+    const begin: preHandlerAsyncHookHandler = async (request, reply) => {
+      if (!idem.covers(request.method)) return;
+      const url = request.url;
+      const queryAt = url.indexOf('?');
+      const raw = rawBodies.get(request);
+      const result = await idem.begin({
+        method: request.method,
+        route: request.routeOptions.url ?? url,
+        path: queryAt === -1 ? url : url.slice(0, queryAt),
+        query: queryAt === -1 ? undefined : url.slice(queryAt + 1),
+        body: raw === undefined ? request.body : Buffer.concat(raw),
+        contentType: request.headers['content-type'],
+        // Node joins a repeated header with ", "; a comma is never valid in a key, so that is rejected as is.
+        key: request.headers[header],
+        scope: options.scope?.(request),
+        signal: waits ? closeSignal(reply) : undefined,
+      });
+      switch (result.action) {
+        case 'proceed':
+          return;
+        case 'reject':
+          return reply
+            .code(result.error.status)
+            .headers(result.error.headers)
+            .type('application/json; charset=utf-8')
+            .send(JSON.stringify(format(result.error, request)));
+        case 'replay':
+          return reply
+            .code(result.response.status)
+            .headers(result.response.headers)
+            .send(result.response.body ?? undefined);
+        case 'execute': {
+          const { execution } = result;
+          if (isResponseGone(reply.raw)) {
+            // The client left while the key was being reserved: free it, and run nothing for nobody.
+            await execution.abort();
+            reply.hijack();
+            return;
           }
+          executions.set(request, execution);
+          settleOnResponse(execution, reply.raw);
         }
-        callback(null, chunk);
-      },
-      flush(callback) {
-        if (!capture.truncated) capture.body = Buffer.concat(chunks);
-        callback();
-      },
-    });
-    done(null, payload.pipe(tee));
-  });
+      }
+    };
+    return { keepRawBody, begin };
+  }
 
-  fastify.addHook('onResponse', (request, reply, done) => {
-    const capture = captures.get(request);
-    if (capture === undefined) return done();
-    // finish never throws; the response has gone out already, so nothing waits for it.
-    void capture.execution.finish({
-      status: reply.statusCode,
-      headers: reply.getHeaders(),
-      body: capture.body,
-      bodyTruncated: capture.truncated,
-    });
-    done();
+  // Options are resolved once per route, where the route is defined, and only covered routes get hooks.
+  fastify.addHook('onRoute', (route: RouteOptions) => {
+    const config = route.config?.idempotency;
+    if (config === false) return;
+    const idem = config === undefined ? base : createIdempotency({ ...options, ...config });
+    const methods = asArray(route.method);
+    if (!methods.some((method) => idem.covers(method))) return;
+    const { keepRawBody, begin } = hooksFor(idem);
+    route.preParsing = [...asArray(route.preParsing), keepRawBody];
+    route.preHandler = [...asArray(route.preHandler), begin];
   });
 };
 
 /**
- * Fastify 5 plugin that makes covered requests idempotent by their `Idempotency-Key`. Per route,
- * `config: { idempotency: false }` turns it off and `config: { idempotency: { … } }` overrides options.
+ * Fastify 5 plugin that makes covered requests idempotent by their `Idempotency-Key`. Register it before the
+ * routes it covers. Per route, `config: { idempotency: false }` turns it off and `config: { idempotency: { … } }`
+ * overrides options.
  *
  * @example
  * await app.register(idempotency, { store: createMemoryStore(), scope: (request) => request.user?.id });

@@ -1,39 +1,55 @@
 import { Readable } from 'node:stream';
 import { idempotency } from '@idem/adapter-fastify';
 import type { AppResponse, MakeServer } from '@idem/adapter-suite';
-import Fastify, { type FastifyReply } from 'fastify';
+import Fastify, { type FastifyReply, type FastifyRequest } from 'fastify';
 
 function send(reply: FastifyReply, answer: AppResponse) {
   return reply.code(answer.status).headers(answer.headers).send(answer.body);
 }
+
+type Params<K extends string> = { Params: Record<K, string> };
 
 /** The suite's routes on a Fastify 5 app. */
 export const fastifyServer: MakeServer = async ({ options, business }) => {
   const app = Fastify();
   await app.register(idempotency, {
     ...options,
-    scope: (request) => request.headers['x-principal'] as string | undefined,
-  });
+    scope:
+      (options.scope as ((request: FastifyRequest) => string | undefined) | undefined) ??
+      ((request) => request.headers['x-principal'] as string | undefined),
+  } as Parameters<typeof idempotency>[1]);
   app.post('/orders', async (request, reply) => send(reply, business.createOrder(request.body)));
   app.get('/orders', async (_request, reply) => send(reply, business.listOrders()));
-  app.post<{ Params: { code: string } }>('/status/:code', async (request, reply) =>
+  app.post<Params<'id'>>('/items/:id', async (request, reply) =>
+    send(reply, business.item(request.params.id, request.body)),
+  );
+  app.post<Params<'code'>>('/status/:code', async (request, reply) =>
     send(reply, business.status(Number(request.params.code))),
   );
   app.post('/throw', async () => business.throws());
-  app.post<{ Params: { ms: string } }>('/slow/:ms', async (request, reply) =>
+  app.post<Params<'ms'>>('/slow/:ms', async (request, reply) =>
     send(reply, await business.slow(Number(request.params.ms))),
   );
-  app.post('/stream', async (_request, reply) => {
-    const { chunks, delayMs } = business.stream();
-    async function* produce() {
-      for (const chunk of chunks) {
-        yield chunk;
-        await new Promise((resolve) => setTimeout(resolve, delayMs));
-      }
-    }
-    return reply.type('text/plain').send(Readable.from(produce()));
+  // Written on the raw response after hijacking: what the plugin stores must not depend on reply.send.
+  app.post<Params<'ms'>>('/late/:ms', async (request, reply) => {
+    reply.hijack();
+    reply.raw.writeHead(200, { 'content-type': 'text/plain' });
+    reply.raw.flushHeaders();
+    reply.raw.end(await business.late(Number(request.params.ms)));
   });
-  app.post<{ Params: { bytes: string } }>('/big/:bytes', async (request, reply) =>
+  app.post<Params<'name'>>('/plan/:name', async (request, reply) =>
+    reply.type('text/plain').send(Readable.from(business.plan(request.params.name))),
+  );
+  app.post<Params<'point'>>('/throw-after/:point', async (request, reply) => {
+    const run = business.throwAfter(request.params.point);
+    reply.raw.writeHead(200, { 'content-type': 'text/plain' });
+    reply.raw.flushHeaders();
+    if (run.point !== 'status') reply.raw.write('first,');
+    if (run.point === 'end') reply.raw.end('end');
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    run.fail();
+  });
+  app.post<Params<'bytes'>>('/big/:bytes', async (request, reply) =>
     send(reply, business.big(Number(request.params.bytes))),
   );
   app.post('/binary', async (_request, reply) => send(reply, business.binary()));

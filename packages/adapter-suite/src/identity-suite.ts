@@ -1,0 +1,99 @@
+import assert from 'node:assert/strict';
+import {
+  type CallInit,
+  call,
+  newKey,
+  type ServerContext,
+  type ServerOptions,
+  type SuiteHarness,
+} from './support.js';
+
+interface Pair {
+  readonly name: string;
+  readonly first: { path: string } & CallInit;
+  readonly second: { path: string } & CallInit;
+}
+
+/**
+ * Two different requests under one key: the second must never be answered with the first one's replay. Each
+ * pair is a collision an earlier fingerprint (or a naive one) had.
+ */
+const DIFFERENT: readonly Pair[] = [
+  { name: 'path parameters', first: { path: '/items/1' }, second: { path: '/items/2' } },
+  {
+    name: 'a percent-encoded path parameter',
+    first: { path: '/items/a%1Fb' },
+    second: { path: '/items/a%1Fc' },
+  },
+  { name: 'the query', first: { path: '/items/1?a=1' }, second: { path: '/items/1?a=2' } },
+  {
+    name: 'a nested query against a JSON-looking value',
+    first: { path: '/items/1?a[b]=1' },
+    second: { path: `/items/1?a=${encodeURIComponent('{"b":"1"}')}` },
+  },
+  {
+    name: 'the order of one name’s values',
+    first: { path: '/items/1?a=1&a=2' },
+    second: { path: '/items/1?a=2&a=1' },
+  },
+  {
+    name: 'a huge exponent against null',
+    first: { path: '/items/1', rawBody: '{"n":1e400}' },
+    second: { path: '/items/1', rawBody: '{"n":null}' },
+  },
+  {
+    name: 'two huge exponents',
+    first: { path: '/items/1', rawBody: '{"n":1e400}' },
+    second: { path: '/items/1', rawBody: '{"n":1e401}' },
+  },
+  {
+    name: 'integers beyond 2^53',
+    first: { path: '/items/1', rawBody: '{"id":12345678901234567890}' },
+    second: { path: '/items/1', rawBody: '{"id":12345678901234567891}' },
+  },
+  {
+    name: '__proto__ as an ordinary member',
+    first: { path: '/items/1', rawBody: '{"__proto__":1,"x":{"y":2}}' },
+    second: { path: '/items/1', rawBody: '{"x":{"y":2}}' },
+  },
+];
+
+export function identitySuite(
+  harness: SuiteHarness,
+  withServer: (options: ServerOptions, body: (context: ServerContext) => Promise<void>) => Promise<void>,
+): void {
+  const { describe, test } = harness;
+  describe('request identity', () => {
+    for (const pair of DIFFERENT) {
+      test(`one key on two requests that differ by ${pair.name}: the second is refused, never replayed`, () =>
+        withServer({}, async ({ url, business }) => {
+          const key = newKey();
+          const first = await call(url, pair.first.path, { ...pair.first, key });
+          const second = await call(url, pair.second.path, { ...pair.second, key });
+          assert.notEqual(second.headers.get('idempotent-replayed'), 'true', 'not a replay of the first');
+          if (first.status === 400) {
+            // The framework refused the first body itself (Fastify refuses __proto__): nothing was reserved.
+            assert.equal(business.calls('items'), second.status === 201 ? 1 : 0);
+            return;
+          }
+          assert.equal(first.status, 201);
+          assert.equal(second.status, 422);
+          assert.equal((second.json() as { error: { code: string } }).error.code, 'IDEMPOTENCY_KEY_REUSED');
+          assert.equal(business.calls('items'), 1);
+        }));
+    }
+
+    test('the same request written differently (key order, whitespace, escapes) replays', () =>
+      withServer({}, async ({ url, business }) => {
+        const key = newKey();
+        const first = await call(url, '/items/1?x=1', { key, rawBody: '{"a":1,"b":[1,2],"s":"é"}' });
+        const retry = await call(url, '/items/1?x=1', {
+          key,
+          rawBody: ' { "s" : "\\u00e9", "b":[1, 2], "a":1 }',
+        });
+        assert.equal(retry.headers.get('idempotent-replayed'), 'true');
+        assert.ok(retry.bytes.equals(first.bytes));
+        assert.equal(business.calls('items'), 1);
+      }));
+  });
+}
