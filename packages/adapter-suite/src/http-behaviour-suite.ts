@@ -218,20 +218,26 @@ export function httpBehaviourSuite(harness: SuiteHarness, makeServer: MakeServer
           async ({ url, business }) => {
             const answer = await call(url, '/orders');
             assert.equal(answer.status, 400);
-            assert.equal((answer.json() as { error: { code: string } }).error.code, 'IDEMPOTENCY_KEY_MISSING');
+            assert.equal(
+              (answer.json() as { error: { code: string } }).error.code,
+              'IDEMPOTENCY_KEY_MISSING',
+            );
             assert.equal(business.calls('orders'), 0);
           },
         ));
 
       test('a rebuildReplay that throws: the stored answer is replayed', () =>
-        withServer({ rebuildReplay: () => Promise.reject(new Error('no view')) }, async ({ url, business }) => {
-          const key = newKey();
-          const first = await call(url, '/orders', { key });
-          const retry = await call(url, '/orders', { key });
-          assert.equal(retry.status, 201);
-          assert.ok(retry.bytes.equals(first.bytes));
-          assert.equal(business.calls('orders'), 1);
-        }));
+        withServer(
+          { rebuildReplay: () => Promise.reject(new Error('no view')) },
+          async ({ url, business }) => {
+            const key = newKey();
+            const first = await call(url, '/orders', { key });
+            const retry = await call(url, '/orders', { key });
+            assert.equal(retry.status, 201);
+            assert.ok(retry.bytes.equals(first.bytes));
+            assert.equal(business.calls('orders'), 1);
+          },
+        ));
 
       test('a store that throws: 503 with Retry-After, the handler does not run', () =>
         withServer({ wrapStore: (store) => instrument(store, 'throw').store }, async ({ url, business }) => {

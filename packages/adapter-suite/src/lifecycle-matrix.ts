@@ -33,6 +33,8 @@ interface Cell {
   /** The handler run counter of `path` (see Business). */
   readonly counter: string;
   readonly options?: ServerOptions;
+  /** How long the server still works on the first request after `send` returns, in ms. */
+  readonly busyMs?: number;
   /** Send the first request the way the cell needs (the client leaves, the response breaks …). */
   readonly send: (url: string, path: string, init: CallInit) => Promise<unknown>;
   readonly outcome: Outcome;
@@ -66,6 +68,7 @@ const MATRIX: Record<Fault, Record<Point, Cell | string>> = {
       path: '/slow/10',
       counter: 'slow',
       options: { wrapStore: slowReserve(150) },
+      busyMs: 200, // the reservation lands 100 ms after the client left
       send: (url, path, init) => leave(url, path, { ...init, at: 50 }),
       outcome: { kind: 'released', runs: 0 },
     },
@@ -225,6 +228,7 @@ export function lifecycleMatrix(
           withServer(cell.options ?? {}, async (context) => {
             const key = newKey();
             const first = await cell.send(context.url, cell.path, { key });
+            if (cell.busyMs !== undefined) await sleep(cell.busyMs);
             await expectOutcome(context, cell, key, first);
           }));
       }
