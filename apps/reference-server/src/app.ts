@@ -10,6 +10,7 @@ import { guardLocations } from './http/location-guard.js';
 import { routeSchema } from './http/route-schemas.js';
 import { validatorCompiler } from './http/validator.js';
 import { registerIdempotency } from './idempotency.js';
+import { startRecordPurge } from './purge.js';
 import { catalogRoutes, ENDPOINTS } from './routes/catalog-routes.js';
 import { viewRoutes } from './routes/view-routes.js';
 
@@ -68,6 +69,7 @@ export async function buildApp(config: ServerConfig, db: CatalogDatabase): Promi
   // Before the idempotency plugin: its preHandler runs after this one.
   guardLocations(app, warehouse);
   if (config.idempotency.enabled) await registerIdempotency(app, config, db);
+  startRecordPurge(app, config, db);
 
   app.get('/v1/config', async () => ({
     defaults: {},
