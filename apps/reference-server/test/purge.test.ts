@@ -1,9 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { DEFAULT_TABLE } from '@idem/store-sql';
-import { sql } from 'drizzle-orm';
 import { describe, expect, test } from 'vitest';
 import { backends } from './support/databases.js';
-import { call, type Node, newKey, startNode } from './support/server.js';
+import { call, idempotencyRecords, type Node, newKey, startNode } from './support/server.js';
 
 const sqlite = {
   name: 'SQLite',
@@ -19,10 +17,7 @@ const SHORT_LIVED = {
   IDEMPOTENCY_PURGE_BATCH_SIZE: '2',
 };
 
-async function recordCount(node: Node): Promise<number> {
-  const [row] = await node.db.rows(sql`SELECT count(*) AS n FROM ${sql.identifier(DEFAULT_TABLE)}`);
-  return Number(row?.n);
-}
+const recordCount = (node: Node) => idempotencyRecords(node);
 
 /** Create namespaces with a key each: one idempotency record per request. */
 async function createWithKeys(node: Node, count: number) {

@@ -288,24 +288,29 @@ export const catalogRoutes: FastifyPluginAsync<{ db: CatalogDatabase; warehouse:
     const table = (request.params as Params).table as string;
     const purge = (request.query as { purgeRequested?: boolean }).purgeRequested === true;
     let location: string | undefined;
-    const answer = await mutate(request, reply, db, async (tx) => {
-      const entity = await repo.getEntity(tx, prefix, key, table);
-      if (entity === undefined || entity.kind !== 'table') throw noSuchTable([...parts, table].join('.'));
-      if (purge) {
-        // Refused before anything is dropped: a location outside the warehouse, or the warehouse itself.
-        location = String(entity.metadata.location);
-        await warehouse.check(location, 'the table location');
-      }
-      await repo.deleteEntity(tx, prefix, key, table, 'table');
-      return { status: 204 };
-    });
-    if (location !== undefined) {
-      const purged = location;
-      await warehouse
-        .purge(purged)
-        .catch((error: unknown) => request.log.warn({ err: error, location: purged }, 'purge failed'));
-    }
-    return answer;
+    return mutate(
+      request,
+      reply,
+      db,
+      async (tx) => {
+        const entity = await repo.getEntity(tx, prefix, key, table);
+        if (entity === undefined || entity.kind !== 'table') throw noSuchTable([...parts, table].join('.'));
+        if (purge) {
+          // Refused before anything is dropped: a location outside the warehouse, or the warehouse itself.
+          location = String(entity.metadata.location);
+          await warehouse.check(location, 'the table location');
+        }
+        await repo.deleteEntity(tx, prefix, key, table, 'table');
+        return { status: 204 };
+      },
+      // The drop has committed: a purge that fails now is logged, and the answer stays 204.
+      async () => {
+        if (location === undefined) return;
+        await warehouse
+          .purge(location)
+          .catch((error: unknown) => request.log.warn({ err: error, location }, 'purge failed'));
+      },
+    );
   });
 
   app.post('/namespaces/:namespace/register', async (request, reply) => {
