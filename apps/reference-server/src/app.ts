@@ -7,6 +7,7 @@ import { notAuthorized } from './errors.js';
 import { clientErrorHandler, frameworkErrors, installErrorHandling } from './http/errors.js';
 import { installJsonBodyParser } from './http/json-body.js';
 import { guardLocations } from './http/location-guard.js';
+import { requireWellEncodedQuery } from './http/query-string.js';
 import { routeSchema } from './http/route-schemas.js';
 import { validatorCompiler } from './http/validator.js';
 import { registerIdempotency } from './idempotency.js';
@@ -46,6 +47,7 @@ export async function buildApp(config: ServerConfig, db: CatalogDatabase): Promi
   app.decorateRequest('principal', '');
   installErrorHandling(app);
   installJsonBodyParser(app);
+  requireWellEncodedQuery(app);
   app.setValidatorCompiler(validatorCompiler);
   // Every route the spec describes validates its path, query and body against the spec's schemas.
   app.addHook('onRoute', (route) => {
