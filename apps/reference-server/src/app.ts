@@ -39,6 +39,12 @@ export async function buildApp(config: ServerConfig, db: CatalogDatabase): Promi
     routerOptions: { maxParamLength: MAX_PATH_PARAMETER_CHARS },
     bodyLimit: MAX_BODY_BYTES,
     requestTimeout: config.requestTimeoutMs,
+    // Node reads its request timeout when the server is made (setting it afterwards, as Fastify does, arms no
+    // check), and checks only every 30 s by default: a slow client would hold its socket that long.
+    http: {
+      requestTimeout: config.requestTimeoutMs,
+      connectionsCheckingInterval: Math.min(config.requestTimeoutMs, 1_000),
+    },
     // HEAD routes are the spec's own (204 when the entity exists), not GET without a body.
     exposeHeadRoutes: false,
     frameworkErrors,

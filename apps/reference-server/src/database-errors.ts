@@ -12,12 +12,22 @@
  */
 export type DatabaseErrorKind = 'unavailable' | 'conflict' | 'input';
 
-// PostgreSQL SQLSTATEs by class (https://www.postgresql.org/docs/current/errcodes-appendix.html).
-function postgresKind(code: string): DatabaseErrorKind | undefined {
-  if (code.startsWith('08') || code.startsWith('53')) return 'unavailable'; // connection; resources
-  if (['57P01', '57P02', '57P03', '57014', '40001', '40P01', '55P03'].includes(code)) return 'unavailable'; // shutdown, cannot connect now, statement timeout, serialization, deadlock, lock timeout
-  if (code === '23505') return 'conflict';
-  if (code.startsWith('22') || code === '54000') return 'input'; // data exception; program limit exceeded
+// SQLSTATEs: PostgreSQL's `code`, mysql2's `sqlState` (https://www.postgresql.org/docs/current/errcodes-appendix.html).
+const TRANSIENT_STATES = new Set([
+  '57P01', // admin shutdown (a terminated backend)
+  '57P02', // crash shutdown
+  '57P03', // cannot connect now
+  '57014', // query canceled (statement timeout)
+  '40001', // serialization failure
+  '40P01', // deadlock
+  '55P03', // lock not available
+  '70100', // MySQL/MariaDB: query interrupted, connection killed
+]);
+
+function sqlStateKind(state: string): DatabaseErrorKind | undefined {
+  if (state.startsWith('08') || state.startsWith('53') || TRANSIENT_STATES.has(state)) return 'unavailable';
+  if (state === '23505') return 'conflict';
+  if (state.startsWith('22') || state === '54000') return 'input'; // data exception; program limit exceeded
   return undefined;
 }
 
@@ -68,15 +78,25 @@ const PG_CONNECTION_MESSAGES = new Set([
 ]);
 
 function kindOf(error: object): DatabaseErrorKind | undefined {
-  const { code, fatal, message } = error as { code?: unknown; fatal?: unknown; message?: unknown };
+  const { code, sqlState, fatal, message } = error as {
+    code?: unknown;
+    sqlState?: unknown;
+    fatal?: unknown;
+    message?: unknown;
+  };
   if (typeof code === 'string') {
-    if (/^[0-9A-Z]{5}$/.test(code) && /^[0-9]/.test(code)) return postgresKind(code);
+    if (/^[0-9][0-9A-Z]{4}$/.test(code)) return sqlStateKind(code);
     const known =
       KINDS[code] ?? (code.startsWith('SQLITE_') ? KINDS[code.split('_', 2).join('_')] : undefined);
     if (known !== undefined) return known;
   }
-  // mysql2 marks every error after which the connection is unusable as fatal.
+  // mysql2 marks every error after which the connection is unusable as fatal; a MariaDB error it has no code
+  // for (1927, connection killed) still carries its SQLSTATE.
   if (fatal === true) return 'unavailable';
+  if (typeof sqlState === 'string') {
+    const kind = sqlStateKind(sqlState);
+    if (kind !== undefined) return kind;
+  }
   if (typeof message === 'string' && PG_CONNECTION_MESSAGES.has(message)) return 'unavailable';
   return undefined;
 }
