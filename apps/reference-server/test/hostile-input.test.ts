@@ -260,6 +260,25 @@ describe('hostile headers and request lines', () => {
   });
 });
 
+describe('values at the limits are accepted', () => {
+  test('a namespace of 1019 bytes in four levels and a 255-byte table name: created, files written', async () => {
+    const levels = ['a', 'b', 'c', 'd'].map((c) => c.repeat(254));
+    const orphan = await call(node.url, 'POST', '/v1/namespaces', { body: { namespace: levels } });
+    expect(orphan.status, orphan.text).toBe(400); // its parent does not exist (the spec declares no 404 here)
+    for (let depth = 1; depth <= levels.length; depth++) {
+      const answer = await call(node.url, 'POST', '/v1/namespaces', {
+        body: { namespace: levels.slice(0, depth) },
+      });
+      expect(answer.status, answer.text).toBe(200);
+    }
+    const name = `${'é'.repeat(127)}x`;
+    const path = `/v1/namespaces/${levels.map(encodeURIComponent).join('%1F')}/tables`;
+    const table = await call(node.url, 'POST', path, { body: { name, schema } });
+    expect(table.status, table.text).toBe(200);
+    expect(table.json()['metadata-location']).toContain(encodeURIComponent(name));
+  });
+});
+
 describe('names that look like JavaScript internals are names like any other', () => {
   test('__proto__ and constructor as namespace, table and view names; property and ref names', async () => {
     for (const name of ['__proto__', 'constructor']) {

@@ -118,7 +118,12 @@ export const catalogRoutes: FastifyPluginAsync<{ db: CatalogDatabase; warehouse:
       const key = parts.join(SEPARATOR);
       if ((await repo.getNamespace(tx, prefix, key)) !== undefined)
         throw alreadyExists(`Namespace ${parts.join('.')}`);
-      if (parts.length > 1) await requireNamespace(tx, prefix, parts.slice(0, -1).join(SEPARATOR));
+      // The spec declares no 404 for createNamespace: a missing parent is a bad request.
+      if (
+        parts.length > 1 &&
+        (await repo.getNamespace(tx, prefix, parts.slice(0, -1).join(SEPARATOR))) === undefined
+      )
+        throw badRequest(`the parent namespace ${parts.slice(0, -1).join('.')} does not exist`);
       await repo.insertNamespace(tx, prefix, key, properties);
       return { status: 200, body: { namespace: parts, properties } };
     });
