@@ -62,12 +62,15 @@ export function createTranslator(components: Record<string, unknown>, overlay: O
   // Bases whose discriminator maps the tag to subtypes that extend them (allOf), without a union of their own.
   const bases = new Set(
     Object.entries(components)
-      .filter(
-        ([, s]) => isNode(s) && isNode(s.discriminator) && s.oneOf === undefined && s.anyOf === undefined,
-      )
-      .filter(
-        ([, s]) => isNode((s as Node).discriminator) && isNode(((s as Node).discriminator as Node).mapping),
-      )
+      .filter(([, schema]) => {
+        const discriminator = isNode(schema) ? schema.discriminator : undefined;
+        return (
+          isNode(discriminator) &&
+          isNode(discriminator.mapping) &&
+          !('oneOf' in (schema as Node)) &&
+          !('anyOf' in (schema as Node))
+        );
+      })
       .map(([name]) => name),
   );
 
