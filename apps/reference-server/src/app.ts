@@ -1,10 +1,17 @@
-import { idempotency } from '@idem/adapter-fastify';
-import type { IdemError, StoredResponse } from '@idem/core';
-import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify';
-import { getEntityByUuid } from './catalog/repository.js';
+import Fastify, { type FastifyInstance } from 'fastify';
+import { MAX_BODY_BYTES, MAX_PATH_PARAMETER_CHARS } from './catalog/limits.js';
+import { openWarehouse } from './catalog/warehouse.js';
 import type { ServerConfig } from './config.js';
 import type { CatalogDatabase } from './db.js';
-import { IcebergError, notAuthorized } from './errors.js';
+import { notAuthorized } from './errors.js';
+import { clientErrorHandler, frameworkErrors, installErrorHandling } from './http/errors.js';
+import { installJsonBodyParser } from './http/json-body.js';
+import { guardLocations } from './http/location-guard.js';
+import { requireWellEncodedQuery } from './http/query-string.js';
+import { routeSchema } from './http/route-schemas.js';
+import { validatorCompiler } from './http/validator.js';
+import { registerIdempotency } from './idempotency.js';
+import { startRecordPurge } from './purge.js';
 import { catalogRoutes, ENDPOINTS } from './routes/catalog-routes.js';
 import { viewRoutes } from './routes/view-routes.js';
 
@@ -15,55 +22,45 @@ declare module 'fastify' {
   }
 }
 
-const ERROR_TYPES: Record<number, string> = {
-  400: 'BadRequestException',
-  409: 'CommitFailedException',
-  503: 'ServiceUnavailableException',
-};
-
-/** Table and view config handed to clients with every load result (storage settings, credentials). */
-const tableConfig = (): Record<string, string> => ({});
-
-/** A stored JSON load result (one with `metadata`, `metadata-location` and `config`), parsed; else undefined. */
-function loadResultOf(response: StoredResponse): Record<string, unknown> | undefined {
-  if (response.body === null || !String(response.headers['content-type']).startsWith('application/json'))
-    return undefined;
-  const result = JSON.parse(Buffer.from(response.body).toString()) as unknown;
-  if (typeof result !== 'object' || result === null || !('metadata' in result) || !('config' in result))
-    return undefined;
-  return result as Record<string, unknown>;
-}
-
-/** Rewrite a load result; other answers stay as they are. */
-function withBody(
-  response: StoredResponse,
-  rewrite: (result: Record<string, unknown>) => object,
-): StoredResponse {
-  const result = loadResultOf(response);
-  return result === undefined
-    ? response
-    : { ...response, body: Buffer.from(JSON.stringify(rewrite(result))) };
-}
-
-/** The table-uuid or view-uuid of a stored load result, if it is one. */
-function loadResultUuid(response: StoredResponse): string | undefined {
-  const metadata = loadResultOf(response)?.metadata as Record<string, unknown> | undefined;
-  const value = metadata?.['table-uuid'] ?? metadata?.['view-uuid'];
-  return typeof value === 'string' ? value : undefined;
-}
-
-/** The catalog prefix of a request ('' without one): keys are scoped to prefix + principal. */
-const prefixOf = (request: FastifyRequest): string => (request.params as { prefix?: string }).prefix ?? '';
-
+/**
+ * The catalog server. A request goes through, in order: the body parser (UTF-8, JSON, depth), authentication,
+ * the route's schemas from the OpenAPI document, the warehouse check of any location it names, and only then
+ * the idempotency plugin, which reserves its key: malformed input never takes a key or reaches the database.
+ */
 export async function buildApp(config: ServerConfig, db: CatalogDatabase): Promise<FastifyInstance> {
+  const warehouse = await openWarehouse({
+    directory: config.warehouse,
+    maxBytes: config.metadataFiles.maxBytes,
+    timeoutMs: config.metadataFiles.readTimeoutMs,
+  });
   const app = Fastify({
     logger: { level: config.logLevel },
     // Iceberg namespaces may be long and multipart; paths carry them percent-encoded.
-    routerOptions: { maxParamLength: 2048 },
+    routerOptions: { maxParamLength: MAX_PATH_PARAMETER_CHARS },
+    bodyLimit: MAX_BODY_BYTES,
+    requestTimeout: config.requestTimeoutMs,
+    // Node reads its request timeout when the server is made (setting it afterwards, as Fastify does, arms no
+    // check), and checks only every 30 s by default: a slow client would hold its socket that long.
+    http: {
+      requestTimeout: config.requestTimeoutMs,
+      connectionsCheckingInterval: Math.min(config.requestTimeoutMs, 1_000),
+    },
     // HEAD routes are the spec's own (204 when the entity exists), not GET without a body.
     exposeHeadRoutes: false,
+    frameworkErrors,
+    clientErrorHandler,
   });
   app.decorateRequest('principal', '');
+  installErrorHandling(app);
+  installJsonBodyParser(app);
+  requireWellEncodedQuery(app);
+  app.setValidatorCompiler(validatorCompiler);
+  // Every route the spec describes validates its path, query and body against the spec's schemas.
+  app.addHook('onRoute', (route) => {
+    if (route.schema !== undefined || typeof route.method !== 'string') return;
+    const schema = routeSchema(route.method, route.url);
+    if (schema !== undefined) route.schema = schema;
+  });
 
   app.addHook('onRequest', async (request) => {
     if (config.tokens.size === 0) {
@@ -77,84 +74,10 @@ export async function buildApp(config: ServerConfig, db: CatalogDatabase): Promi
     request.principal = principal;
   });
 
-  if (config.idempotency.enabled) {
-    await app.register(idempotency, {
-      store: db.store,
-      keyFormat: 'uuidv7',
-      lifetimeMs: config.idempotency.lifetimeMs,
-      leaseMs: config.idempotency.leaseMs,
-      methods: ['POST', 'DELETE'],
-      // The spec declares 400, not 422, for every operation; Iceberg's Java client retries 503 with the same
-      // key, and reads 409 as AlreadyExists / CommitFailed.
-      statuses: { keyReused: 400, inProgress: 503 },
-      inFlight: { strategy: 'wait', maxWaitMs: config.idempotency.maxWaitMs, timeoutStatus: 503 },
-      scope: (request) => `${prefixOf(request)}\u001f${request.principal}`,
-      // A load result's `config` is where a catalog vends storage credentials: it is stored empty, and a
-      // replay gets the config that holds now.
-      redact: (response) => withBody(response, (result) => ({ ...result, config: {} })),
-      // A replayed load result (create, register, replace) shows the table or view as it is now, as the spec
-      // allows ("an equivalent final response ... may reflect a newer state"), found by its UUID.
-      rebuildReplay: async (stored, { scope }) => {
-        const uuid = loadResultUuid(stored);
-        const current =
-          uuid === undefined ? undefined : await getEntityByUuid(db, scope.split('\u001f')[0] ?? '', uuid);
-        return withBody(stored, (result) => ({
-          ...result,
-          ...(current === undefined
-            ? {}
-            : { 'metadata-location': current.metadataLocation, metadata: current.metadata }),
-          config: tableConfig(),
-        }));
-      },
-      formatError: (error: IdemError) => ({
-        error: {
-          message: error.message,
-          type: ERROR_TYPES[error.status] ?? 'BadRequestException',
-          code: error.status,
-        },
-      }),
-    });
-  }
-
-  app.setErrorHandler((error, request, reply) => {
-    if (error instanceof IcebergError) {
-      if (error.code === 503) reply.header('retry-after', '1');
-      return reply.code(error.code).type('application/json').send(error.toJSON());
-    }
-    const fastifyError = error as { statusCode?: number; validation?: unknown; message: string };
-    if (
-      fastifyError.statusCode !== undefined &&
-      fastifyError.statusCode >= 400 &&
-      fastifyError.statusCode < 500
-    ) {
-      // Malformed JSON, a body of the wrong type, a missing field: a 400 that names the problem.
-      return reply
-        .code(400)
-        .type('application/json')
-        .send(new IcebergError(400, 'BadRequestException', fastifyError.message).toJSON());
-    }
-    request.log.error(error);
-    reply.header('retry-after', '1');
-    return reply
-      .code(503)
-      .type('application/json')
-      .send(
-        new IcebergError(
-          503,
-          'ServiceUnavailableException',
-          'the catalog is unavailable; retry later',
-        ).toJSON(),
-      );
-  });
-
-  app.setNotFoundHandler((request, reply) =>
-    reply
-      .code(404)
-      .type('application/json')
-      .send(
-        new IcebergError(404, 'NotFoundException', `no route for ${request.method} ${request.url}`).toJSON(),
-      ),
-  );
+  // Before the idempotency plugin: its preHandler runs after this one.
+  guardLocations(app, warehouse);
+  if (config.idempotency.enabled) await registerIdempotency(app, config, db);
+  startRecordPurge(app, config, db);
 
   app.get('/v1/config', async () => ({
     defaults: {},
@@ -174,8 +97,8 @@ export async function buildApp(config: ServerConfig, db: CatalogDatabase): Promi
   });
 
   for (const prefix of ['/v1', '/v1/:prefix']) {
-    await app.register(catalogRoutes, { prefix, config, db });
-    await app.register(viewRoutes, { prefix, config, db });
+    await app.register(catalogRoutes, { prefix, db, warehouse });
+    await app.register(viewRoutes, { prefix, db, warehouse });
   }
   return app;
 }

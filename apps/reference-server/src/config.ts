@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import { MAX_PRINCIPAL_CHARS, textProblem } from './catalog/limits.js';
 
 /** Every setting of the server, from environment variables (see the README for the table). */
 export interface ServerConfig {
@@ -6,8 +7,15 @@ export interface ServerConfig {
   readonly port: number;
   /** `sqlite:<file>` (default), `postgres://…` or `mysql://…`. */
   readonly databaseUrl: string;
-  /** Local directory where table and view metadata files are written. */
+  /** Local directory where table and view metadata files are written; no client location leaves it. */
   readonly warehouse: string;
+  /** Bounds on reading a metadata file a client registers. */
+  readonly metadataFiles: {
+    readonly maxBytes: number;
+    readonly readTimeoutMs: number;
+  };
+  /** The longest a client may take to send a whole request. */
+  readonly requestTimeoutMs: number;
   readonly idempotency: {
     readonly enabled: boolean;
     /** ISO-8601 duration advertised as `idempotency-key-lifetime`. */
@@ -16,6 +24,14 @@ export interface ServerConfig {
     readonly leaseMs: number;
     /** How long an in-flight duplicate waits before the retryable 503. */
     readonly maxWaitMs: number;
+    /** Added to the lifetime before a record may be purged (clock skew between nodes). */
+    readonly graceMs: number;
+    /** Expired records are deleted periodically, on every node (purging is safe concurrently). */
+    readonly purge: {
+      readonly enabled: boolean;
+      readonly intervalMs: number;
+      readonly batchSize: number;
+    };
   };
   /** Bearer token → principal. Empty: everyone is the anonymous principal. */
   readonly tokens: ReadonlyMap<string, string>;
@@ -46,7 +62,15 @@ function parseTokens(text: string | undefined): Map<string, string> {
     const at = pair.indexOf('=');
     if (at <= 0 || at === pair.length - 1)
       throw new Error(`AUTH_TOKENS entries are token=principal, got ${JSON.stringify(pair)}`);
-    tokens.set(pair.slice(0, at), pair.slice(at + 1));
+    const principal = pair.slice(at + 1);
+    // The principal is part of every idempotency scope, which the store caps (see catalog/limits.ts).
+    const problem =
+      principal.length > MAX_PRINCIPAL_CHARS
+        ? `must be at most ${MAX_PRINCIPAL_CHARS} characters`
+        : textProblem(principal);
+    if (problem !== undefined)
+      throw new Error(`AUTH_TOKENS principal ${JSON.stringify(principal)} ${problem}`);
+    tokens.set(pair.slice(0, at), principal);
   }
   return tokens;
 }
@@ -67,6 +91,14 @@ function flag(text: string | undefined, fallback: boolean): boolean {
   throw new Error(`expected a boolean, got ${JSON.stringify(text)}`);
 }
 
+function count(name: string, text: string | undefined, fallback: number, min = 1): number {
+  if (text === undefined || text === '') return fallback;
+  const value = Number(text);
+  if (!Number.isSafeInteger(value) || value < min)
+    throw new Error(`${name} must be an integer of at least ${min}, got ${JSON.stringify(text)}`);
+  return value;
+}
+
 /**
  * Read the settings: the JSON file named by `CONFIG_FILE` (an object of the same names, e.g.
  * `{ "PORT": 8282, "AUTH_TOKENS": "t1=alice" }`), overridden by the environment.
@@ -76,15 +108,26 @@ export function loadConfig(environment: NodeJS.ProcessEnv = process.env): Server
   const lifetime = env.IDEMPOTENCY_KEY_LIFETIME ?? 'PT30M';
   return {
     host: env.HOST ?? '127.0.0.1',
-    port: Number(env.PORT ?? 8181),
+    port: count('PORT', env.PORT, 8181, 0),
     databaseUrl: env.DATABASE_URL ?? 'sqlite:./data/catalog.db',
     warehouse: env.WAREHOUSE ?? './data/warehouse',
+    metadataFiles: {
+      maxBytes: count('METADATA_MAX_BYTES', env.METADATA_MAX_BYTES, 16 * 1024 * 1024),
+      readTimeoutMs: count('METADATA_READ_TIMEOUT_MS', env.METADATA_READ_TIMEOUT_MS, 10_000),
+    },
+    requestTimeoutMs: count('REQUEST_TIMEOUT_MS', env.REQUEST_TIMEOUT_MS, 30_000),
     idempotency: {
       enabled: flag(env.IDEMPOTENCY_ENABLED, true),
       lifetime,
       lifetimeMs: parseDuration(lifetime),
-      leaseMs: Number(env.IDEMPOTENCY_LEASE_MS ?? 30_000),
-      maxWaitMs: Number(env.IDEMPOTENCY_MAX_WAIT_MS ?? 5_000),
+      leaseMs: count('IDEMPOTENCY_LEASE_MS', env.IDEMPOTENCY_LEASE_MS, 30_000),
+      maxWaitMs: count('IDEMPOTENCY_MAX_WAIT_MS', env.IDEMPOTENCY_MAX_WAIT_MS, 5_000),
+      graceMs: count('IDEMPOTENCY_GRACE_MS', env.IDEMPOTENCY_GRACE_MS, 60_000, 0),
+      purge: {
+        enabled: flag(env.IDEMPOTENCY_PURGE_ENABLED, true),
+        intervalMs: count('IDEMPOTENCY_PURGE_INTERVAL_MS', env.IDEMPOTENCY_PURGE_INTERVAL_MS, 60_000),
+        batchSize: count('IDEMPOTENCY_PURGE_BATCH_SIZE', env.IDEMPOTENCY_PURGE_BATCH_SIZE, 1_000),
+      },
     },
     tokens: parseTokens(env.AUTH_TOKENS),
     logLevel: env.LOG_LEVEL ?? 'info',

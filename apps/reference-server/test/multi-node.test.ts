@@ -1,77 +1,7 @@
-import { randomBytes } from 'node:crypto';
 import { computeFingerprint } from '@idem/core';
-import mysql from 'mysql2/promise';
-import pg from 'pg';
 import { describe, expect, test } from 'vitest';
+import { backends } from './support/databases.js';
 import { call, type Node, newKey, schema, startNode } from './support/server.js';
-
-const PG_URL = process.env.PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
-const MYSQL_URL = process.env.MYSQL_URL ?? 'mysql://root@127.0.0.1:3306/test';
-
-async function available(name: string, probe: () => Promise<unknown>): Promise<boolean> {
-  try {
-    await probe();
-    return true;
-  } catch (error) {
-    if (process.env.CI === 'true')
-      throw new Error(`${name} is not reachable under CI=true: ${(error as Error).message}`);
-    console.warn(`skipping the ${name} multi-node suite: ${(error as Error).message}`);
-    return false;
-  }
-}
-
-/** A database of its own on the server, so that runs never meet; returns its URL and a cleanup. */
-async function freshPostgres(): Promise<{ url: string; drop(): Promise<void> }> {
-  const name = `ref_${randomBytes(5).toString('hex')}`;
-  const admin = new pg.Client({ connectionString: PG_URL });
-  await admin.connect();
-  await admin.query(`CREATE DATABASE ${name}`);
-  await admin.end();
-  const url = new URL(PG_URL);
-  url.pathname = `/${name}`;
-  return {
-    url: url.href,
-    async drop() {
-      const client = new pg.Client({ connectionString: PG_URL });
-      await client.connect();
-      await client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-      await client.end();
-    },
-  };
-}
-
-async function freshMysql(): Promise<{ url: string; drop(): Promise<void> }> {
-  const name = `ref_${randomBytes(5).toString('hex')}`;
-  const admin = await mysql.createConnection({ uri: MYSQL_URL });
-  await admin.query(`CREATE DATABASE ${name}`);
-  await admin.end();
-  const url = new URL(MYSQL_URL);
-  url.pathname = `/${name}`;
-  return {
-    url: url.href,
-    async drop() {
-      const connection = await mysql.createConnection({ uri: MYSQL_URL });
-      await connection.query(`DROP DATABASE IF EXISTS ${name}`);
-      await connection.end();
-    },
-  };
-}
-
-const backends = [
-  {
-    name: 'PostgreSQL',
-    up: () =>
-      available('PostgreSQL', () =>
-        new pg.Client({ connectionString: PG_URL }).connect().then((c) => c.end()),
-      ),
-    fresh: freshPostgres,
-  },
-  {
-    name: 'MariaDB',
-    up: () => available('MariaDB', () => mysql.createConnection({ uri: MYSQL_URL }).then((c) => c.end())),
-    fresh: freshMysql,
-  },
-];
 
 for (const backend of backends) {
   describe.runIf(await backend.up())(`two catalog nodes on one ${backend.name} database`, () => {

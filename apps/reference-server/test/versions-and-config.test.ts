@@ -90,4 +90,19 @@ describe('settings', () => {
     expect(config.tokens.get('t')).toBe('ana');
     expect(() => loadConfig({ AUTH_TOKENS: 'broken' })).toThrow(/token=principal/);
   });
+
+  test('purge and file-read settings have defaults; a number that is not one, or a principal the store cannot hold, fails at startup', () => {
+    const defaults = loadConfig({});
+    expect(defaults.idempotency.purge).toEqual({ enabled: true, intervalMs: 60_000, batchSize: 1_000 });
+    expect(defaults.idempotency.graceMs).toBe(60_000);
+    expect(defaults.metadataFiles).toEqual({ maxBytes: 16 * 1024 * 1024, readTimeoutMs: 10_000 });
+    const set = loadConfig({ IDEMPOTENCY_PURGE_ENABLED: 'off', IDEMPOTENCY_PURGE_INTERVAL_MS: '500' });
+    expect(set.idempotency.purge).toMatchObject({ enabled: false, intervalMs: 500 });
+    expect(() => loadConfig({ IDEMPOTENCY_PURGE_INTERVAL_MS: 'soon' })).toThrow(
+      /IDEMPOTENCY_PURGE_INTERVAL_MS/,
+    );
+    expect(() => loadConfig({ METADATA_MAX_BYTES: '0' })).toThrow(/at least 1/);
+    expect(() => loadConfig({ AUTH_TOKENS: `t=${'p'.repeat(200)}` })).toThrow(/at most 126/);
+    expect(() => loadConfig({ AUTH_TOKENS: 't=a\u0000b' })).toThrow(/control characters/);
+  });
 });

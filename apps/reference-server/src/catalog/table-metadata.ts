@@ -136,6 +136,43 @@ export function newTableMetadata(request: Json, location: string, nowMs: number)
   });
 }
 
+/** Fields a commit reads, beyond the two the spec requires of any TableMetadata. */
+const REGISTER_REQUIRED = [
+  'location',
+  'last-updated-ms',
+  'last-column-id',
+  'schemas',
+  'current-schema-id',
+  'partition-specs',
+  'default-spec-id',
+  'last-partition-id',
+  'sort-orders',
+  'default-sort-order-id',
+] as const;
+
+/**
+ * Table metadata read from a file a client registers (already valid against the spec's TableMetadata):
+ * refused when it lacks what commits need, its optional logs and maps filled in when absent.
+ */
+export function registeredTableMetadata(document: unknown): TableMetadata {
+  const value = object(document, 'metadata');
+  const missing = REGISTER_REQUIRED.filter((field) => value[field] === undefined);
+  if (missing.length > 0)
+    throw badRequest(
+      `metadata-location does not hold table metadata this catalog can commit to: no ${missing.join(', ')}`,
+    );
+  const metadata: Json = {
+    properties: {},
+    snapshots: [],
+    refs: {},
+    'snapshot-log': [],
+    'metadata-log': [],
+    'last-sequence-number': 0,
+    ...value,
+  };
+  return metadata as TableMetadata;
+}
+
 const fail = (message: string) => commitFailed(`Requirement failed: ${message}`);
 
 /** Check every requirement of a commit against the current metadata (undefined: the table does not exist). */
@@ -154,7 +191,8 @@ export function checkRequirements(metadata: TableMetadata | undefined, requireme
         if (requirement.uuid !== metadata['table-uuid']) throw fail('table UUID does not match');
         break;
       case 'assert-ref-snapshot-id': {
-        const ref = metadata.refs[string(requirement.ref, 'ref')];
+        const refName = string(requirement.ref, 'ref');
+        const ref = Object.hasOwn(metadata.refs, refName) ? metadata.refs[refName] : undefined;
         const expected = requirement['snapshot-id'] ?? null;
         const actual = ref === undefined ? null : ref['snapshot-id'];
         if (expected !== actual)
@@ -296,7 +334,13 @@ export function applyUpdates(current: TableMetadata, updates: unknown, nowMs: nu
         const type = string(update.type, 'type');
         if (!m.snapshots.some((s) => s['snapshot-id'] === id)) throw badRequest(`no snapshot with id ${id}`);
         const { action: _action, 'ref-name': _name, ...ref } = update;
-        m.refs[name] = { ...ref, type, 'snapshot-id': id };
+        // Defined, not assigned: a ref named `__proto__` is a name like any other.
+        Object.defineProperty(m.refs, name, {
+          value: { ...ref, type, 'snapshot-id': id },
+          enumerable: true,
+          writable: true,
+          configurable: true,
+        });
         if (name === 'main') {
           m['current-snapshot-id'] = id;
           m['snapshot-log'].push({ 'snapshot-id': id, 'timestamp-ms': nowMs });

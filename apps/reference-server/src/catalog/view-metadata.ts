@@ -61,6 +61,12 @@ export function newViewMetadata(request: Json, location: string, nowMs: number):
   };
 }
 
+/** View metadata read from a file a client registers (already valid against the spec's ViewMetadata). */
+export function registeredViewMetadata(document: unknown): ViewMetadata {
+  const metadata: Json = { properties: {}, ...object(document, 'metadata') };
+  return metadata as ViewMetadata;
+}
+
 export function checkViewRequirements(metadata: ViewMetadata, requirements: unknown): void {
   if (requirements === undefined) return;
   if (!Array.isArray(requirements)) throw badRequest('requirements must be an array');

@@ -1,35 +1,63 @@
 import { randomUUID } from 'node:crypto';
-import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
-import { isAbsolute, join, resolve } from 'node:path';
-import { fileURLToPath, pathToFileURL } from 'node:url';
+import { mkdir, realpath, rm, writeFile } from 'node:fs/promises';
+import { join, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { type ReadLimits, readJsonFile } from './metadata-file.js';
+import { confine, isWithin, localPath, outside } from './paths.js';
 
-/** The default location of a table or view: `<warehouse>/<namespace parts>/<name>`. */
-export function defaultLocation(warehouse: string, namespace: string[], name: string): string {
-  return pathToFileURL(join(resolve(warehouse), ...namespace, name)).href;
+export interface WarehouseOptions extends ReadLimits {
+  /** The local directory that holds every table's and view's files; created when missing. */
+  readonly directory: string;
 }
-
-const toPath = (location: string): string =>
-  location.startsWith('file:') ? fileURLToPath(location) : location;
 
 /**
- * Write a new metadata file under `<location>/metadata/` and return its location. Written before the catalog
- * transaction, as Iceberg does: a file no commit points to is harmless.
+ * The catalog's local warehouse: every file the catalog writes, reads or deletes is inside it, whatever
+ * location a client names (see paths.ts).
  */
-export async function writeMetadata(location: string, version: number, metadata: unknown): Promise<string> {
-  const dir = join(toPath(location), 'metadata');
-  await mkdir(dir, { recursive: true });
-  const file = join(dir, `${String(version).padStart(5, '0')}-${randomUUID()}.metadata.json`);
-  await writeFile(file, JSON.stringify(metadata));
-  return location.startsWith('file:') ? pathToFileURL(file).href : file;
+export interface Warehouse {
+  /** The warehouse directory as a file: URL. */
+  readonly url: string;
+  /** The default location of a table or view: `<warehouse>/<namespace levels>/<name>`. */
+  defaultLocation(namespace: readonly string[], name: string): string;
+  /** Throw the 400/403 a location (`field` of the request) would meet, before anything is done with it. */
+  check(location: string, field: string): Promise<void>;
+  /**
+   * Write a new metadata file under `<location>/metadata/` and return its location. Written before the catalog
+   * transaction, as Iceberg does: a file no commit points to is harmless.
+   */
+  writeMetadata(location: string, version: number, metadata: unknown): Promise<string>;
+  /** Read a metadata file (bounded in size and time), parsed as JSON. */
+  readMetadata(metadataLocation: string, field: string): Promise<unknown>;
+  /** Delete a table's directory (drop with purge): never the warehouse itself, never outside it. */
+  purge(location: string): Promise<void>;
 }
 
-export async function readMetadata(metadataLocation: string): Promise<Record<string, unknown>> {
-  const path = toPath(metadataLocation);
-  if (!isAbsolute(path)) throw new Error('metadata-location must be an absolute path or file: URL');
-  return JSON.parse(await readFile(path, 'utf8')) as Record<string, unknown>;
-}
+export async function openWarehouse(options: WarehouseOptions): Promise<Warehouse> {
+  const directory = resolve(options.directory);
+  await mkdir(directory, { recursive: true });
+  const root = { path: await realpath(directory), url: pathToFileURL(directory).href };
+  const limits: ReadLimits = { maxBytes: options.maxBytes, timeoutMs: options.timeoutMs };
 
-/** Remove a table's files (drop with purge). */
-export async function purgeLocation(location: string): Promise<void> {
-  await rm(toPath(location), { recursive: true, force: true });
+  return {
+    url: root.url,
+    defaultLocation: (namespace, name) => pathToFileURL(join(directory, ...namespace, name)).href,
+    check: async (location, field) => void (await confine(root, location, { field })),
+    async writeMetadata(location, version, metadata) {
+      const dir = join(await confine(root, location, { field: 'location' }), 'metadata');
+      await mkdir(dir, { recursive: true });
+      // mkdir follows a symlink swapped into the path since the check: see where it landed before writing.
+      if (!isWithin(root.path, await realpath(dir))) throw outside('location', root.url);
+      const name = `${String(version).padStart(5, '0')}-${randomUUID()}.metadata.json`;
+      // `wx`: a new file only; never through a symlink planted under that name.
+      await writeFile(join(dir, name), JSON.stringify(metadata), { flag: 'wx' });
+      const file = join(localPath(location, 'location'), 'metadata', name);
+      return location.toLowerCase().startsWith('file:') ? pathToFileURL(file).href : file;
+    },
+    readMetadata: async (metadataLocation, field) =>
+      readJsonFile(await confine(root, metadataLocation, { field }), field, limits),
+    async purge(location) {
+      // rm does not follow symlinks inside the tree it removes; it deletes the links themselves.
+      await rm(await confine(root, location, { field: 'location' }), { recursive: true, force: true });
+    },
+  };
 }

@@ -7,8 +7,7 @@ import {
   newTableMetadata,
   type TableMetadata,
 } from '../catalog/table-metadata.js';
-import { defaultLocation, purgeLocation, writeMetadata } from '../catalog/warehouse.js';
-import type { ServerConfig } from '../config.js';
+import type { Warehouse } from '../catalog/warehouse.js';
 import type { CatalogDatabase, Executor } from '../db.js';
 import {
   alreadyExists,
@@ -49,6 +48,7 @@ interface PreparedCommit {
  */
 async function prepareCommit(
   db: Executor,
+  warehouse: Warehouse,
   prefix: string,
   id: { namespace: string[]; name: string },
   input: Record<string, unknown>,
@@ -64,7 +64,7 @@ async function prepareCommit(
     ...metadata['metadata-log'],
     { 'metadata-file': current.metadataLocation, 'timestamp-ms': metadata['last-updated-ms'] },
   ];
-  const metadataLocation = await writeMetadata(next.location, nextVersion(metadata), next);
+  const metadataLocation = await warehouse.writeMetadata(next.location, nextVersion(metadata), next);
   return { key, name: id.name, label, expectedLocation: current.metadataLocation, metadataLocation, next };
 }
 
@@ -78,14 +78,15 @@ async function applyCommit(tx: Executor, prefix: string, change: PreparedCommit)
   if (!swapped) throw commitFailed(`${change.label} changed concurrently; refresh and retry the commit`);
 }
 
-export const catalogRoutes: FastifyPluginAsync<{ config: ServerConfig; db: CatalogDatabase }> = async (
+export const catalogRoutes: FastifyPluginAsync<{ db: CatalogDatabase; warehouse: Warehouse }> = async (
   app,
-  { config, db },
+  { db, warehouse },
 ) => {
   // ---- namespaces
   app.get('/namespaces', async (request) => {
     const { prefix = '' } = request.params as Params;
-    const query = request.query as { parent?: string; pageToken?: string; pageSize?: string };
+    // Validated and coerced by the spec's schema: pageSize is an integer of at least 1.
+    const query = request.query as { parent?: string; pageToken?: string | null; pageSize?: number };
     const parent = query.parent === undefined ? undefined : namespaceParts(query.parent).join(SEPARATOR);
     if (parent !== undefined) await requireNamespace(db, prefix, parent);
     const depth = parent === undefined ? 1 : parent.split(SEPARATOR).length + 1;
@@ -93,8 +94,8 @@ export const catalogRoutes: FastifyPluginAsync<{ config: ServerConfig; db: Catal
       (ns) =>
         ns.split(SEPARATOR).length === depth && (parent === undefined || ns.startsWith(parent + SEPARATOR)),
     );
-    const start = query.pageToken === undefined ? 0 : Number(query.pageToken);
-    const size = query.pageSize === undefined ? Math.max(all.length, 1) : Number(query.pageSize);
+    const start = query.pageToken === undefined || query.pageToken === null ? 0 : Number(query.pageToken);
+    const size = query.pageSize ?? Math.max(all.length, 1);
     if (!Number.isSafeInteger(start) || start < 0) throw badRequest('invalid pageToken');
     if (!Number.isSafeInteger(size) || size < 1) throw badRequest('pageSize must be a positive integer');
     const page = all.slice(start, start + size);
@@ -117,7 +118,12 @@ export const catalogRoutes: FastifyPluginAsync<{ config: ServerConfig; db: Catal
       const key = parts.join(SEPARATOR);
       if ((await repo.getNamespace(tx, prefix, key)) !== undefined)
         throw alreadyExists(`Namespace ${parts.join('.')}`);
-      if (parts.length > 1) await requireNamespace(tx, prefix, parts.slice(0, -1).join(SEPARATOR));
+      // The spec declares no 404 for createNamespace: a missing parent is a bad request.
+      if (
+        parts.length > 1 &&
+        (await repo.getNamespace(tx, prefix, parts.slice(0, -1).join(SEPARATOR))) === undefined
+      )
+        throw badRequest(`the parent namespace ${parts.slice(0, -1).join('.')} does not exist`);
       await repo.insertNamespace(tx, prefix, key, properties);
       return { status: 200, body: { namespace: parts, properties } };
     });
@@ -158,7 +164,8 @@ export const catalogRoutes: FastifyPluginAsync<{ config: ServerConfig; db: Catal
     if (!Array.isArray(removals) || !removals.every((r) => typeof r === 'string')) {
       throw badRequest('removals must be an array of strings');
     }
-    const both = removals.filter((r) => r in updates);
+    // Own keys only: `constructor` or `toString` are property names like any other.
+    const both = removals.filter((r) => Object.hasOwn(updates, r));
     if (both.length > 0) {
       throw new IcebergError(
         422,
@@ -168,8 +175,8 @@ export const catalogRoutes: FastifyPluginAsync<{ config: ServerConfig; db: Catal
     }
     return mutate(request, reply, db, async (tx) => {
       const properties = { ...(await requireNamespace(tx, prefix, key)) };
-      const removed = removals.filter((r) => r in properties);
-      const missing = removals.filter((r) => !(r in properties));
+      const removed = removals.filter((r) => Object.hasOwn(properties, r));
+      const missing = removals.filter((r) => !Object.hasOwn(properties, r));
       for (const r of removed) delete properties[r];
       Object.assign(properties, updates);
       await repo.setNamespaceProperties(tx, prefix, key, properties);
@@ -193,14 +200,14 @@ export const catalogRoutes: FastifyPluginAsync<{ config: ServerConfig; db: Catal
     const name = input.name;
     const nowMs = Date.now();
     const location =
-      typeof input.location === 'string' ? input.location : defaultLocation(config.warehouse, parts, name);
+      typeof input.location === 'string' ? input.location : warehouse.defaultLocation(parts, name);
     const metadata = newTableMetadata(input, location, nowMs);
     if (input['stage-create'] === true) {
       // Staged: nothing is committed; the client commits later with assert-create.
       await requireNamespace(db, prefix, key);
       return send(reply, { status: 200, body: { metadata, config: {} } });
     }
-    const metadataLocation = await writeMetadata(location, 0, metadata);
+    const metadataLocation = await warehouse.writeMetadata(location, 0, metadata);
     return mutate(request, reply, db, async (tx) => {
       await requireNamespace(tx, prefix, key);
       if ((await repo.getEntity(tx, prefix, key, name)) !== undefined)
@@ -237,7 +244,13 @@ export const catalogRoutes: FastifyPluginAsync<{ config: ServerConfig; db: Catal
   app.post('/namespaces/:namespace/tables/:table', async (request, reply) => {
     const { prefix, parts } = namespaceOf(request);
     const table = (request.params as Params).table as string;
-    const change = await prepareCommit(db, prefix, { namespace: parts, name: table }, body(request));
+    const change = await prepareCommit(
+      db,
+      warehouse,
+      prefix,
+      { namespace: parts, name: table },
+      body(request),
+    );
     return mutate(request, reply, db, async (tx) => {
       await applyCommit(tx, prefix, change);
       return { status: 200, body: { 'metadata-location': change.metadataLocation, metadata: change.next } };
@@ -252,7 +265,7 @@ export const catalogRoutes: FastifyPluginAsync<{ config: ServerConfig; db: Catal
     for (const [i, change] of (input['table-changes'] as unknown[]).entries()) {
       const requestOfTable = change as Record<string, unknown>;
       const id = identifier(requestOfTable?.identifier, `table-changes[${i}].identifier`);
-      changes.push(await prepareCommit(db, prefix, id, requestOfTable));
+      changes.push(await prepareCommit(db, warehouse, prefix, id, requestOfTable));
     }
     // All tables move together, or none does.
     return mutate(request, reply, db, async (tx) => {
@@ -278,22 +291,36 @@ export const catalogRoutes: FastifyPluginAsync<{ config: ServerConfig; db: Catal
   app.delete('/namespaces/:namespace/tables/:table', async (request, reply) => {
     const { prefix, parts, key } = namespaceOf(request);
     const table = (request.params as Params).table as string;
-    const purge = (request.query as { purgeRequested?: string }).purgeRequested === 'true';
+    const purge = (request.query as { purgeRequested?: boolean }).purgeRequested === true;
     let location: string | undefined;
-    const answer = await mutate(request, reply, db, async (tx) => {
-      const entity = await repo.getEntity(tx, prefix, key, table);
-      if (entity === undefined || entity.kind !== 'table') throw noSuchTable([...parts, table].join('.'));
-      location = String(entity.metadata.location);
-      await repo.deleteEntity(tx, prefix, key, table, 'table');
-      return { status: 204 };
-    });
-    if (purge && location !== undefined) await purgeLocation(location).catch(() => {});
-    return answer;
+    return mutate(
+      request,
+      reply,
+      db,
+      async (tx) => {
+        const entity = await repo.getEntity(tx, prefix, key, table);
+        if (entity === undefined || entity.kind !== 'table') throw noSuchTable([...parts, table].join('.'));
+        if (purge) {
+          // Refused before anything is dropped: a location outside the warehouse, or the warehouse itself.
+          location = String(entity.metadata.location);
+          await warehouse.check(location, 'the table location');
+        }
+        await repo.deleteEntity(tx, prefix, key, table, 'table');
+        return { status: 204 };
+      },
+      // The drop has committed: a purge that fails now is logged, and the answer stays 204.
+      async () => {
+        if (location === undefined) return;
+        await warehouse
+          .purge(location)
+          .catch((error: unknown) => request.log.warn({ err: error, location }, 'purge failed'));
+      },
+    );
   });
 
   app.post('/namespaces/:namespace/register', async (request, reply) => {
     const { prefix, parts, key } = namespaceOf(request);
-    const { name, metadataLocation, metadata, overwrite } = await registration(request);
+    const { name, metadataLocation, metadata, overwrite } = await registration(request, warehouse, 'table');
     return mutate(request, reply, db, async (tx) => {
       await requireNamespace(tx, prefix, key);
       const existing = await repo.getEntity(tx, prefix, key, name);

@@ -1,9 +1,12 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import * as repo from '../catalog/repository.js';
 import { type EntityKind, SEPARATOR } from '../catalog/repository.js';
-import { readMetadata } from '../catalog/warehouse.js';
+import { registeredTableMetadata } from '../catalog/table-metadata.js';
+import { registeredViewMetadata } from '../catalog/view-metadata.js';
+import type { Warehouse } from '../catalog/warehouse.js';
 import type { CatalogDatabase } from '../db.js';
 import { alreadyExists, badRequest, noSuchTable, noSuchView } from '../errors.js';
+import { documentProblem } from '../http/validator.js';
 import { body, identifier, type Params, requireNamespace } from './parse.js';
 import { mutate } from './respond.js';
 
@@ -33,15 +36,24 @@ export function renameHandler(db: CatalogDatabase, kind: EntityKind) {
   };
 }
 
-/** The body of a register / register-view request, with the metadata file it points at read. */
-export async function registration(request: FastifyRequest) {
+const COMPONENT: Record<EntityKind, string> = { table: 'TableMetadata', view: 'ViewMetadata' };
+
+/**
+ * The body of a register / register-view request, with the metadata file it points at read (inside the
+ * warehouse, bounded) and checked: it must be the spec's TableMetadata / ViewMetadata with what commits need,
+ * and its own `location` must be inside the warehouse too, since later commits write there.
+ */
+export async function registration(request: FastifyRequest, warehouse: Warehouse, kind: EntityKind) {
   const input = body(request);
   if (typeof input.name !== 'string' || input.name === '')
     throw badRequest('name must be a non-empty string');
   if (typeof input['metadata-location'] !== 'string') throw badRequest('metadata-location must be a string');
   const metadataLocation = input['metadata-location'];
-  const metadata = await readMetadata(metadataLocation).catch((error: Error) => {
-    throw badRequest(`cannot read metadata-location: ${error.message}`);
-  });
+  const document = await warehouse.readMetadata(metadataLocation, 'metadata-location');
+  const problem = documentProblem(COMPONENT[kind], document);
+  if (problem !== undefined)
+    throw badRequest(`metadata-location does not hold Iceberg ${kind} metadata: ${problem}`);
+  const metadata = kind === 'table' ? registeredTableMetadata(document) : registeredViewMetadata(document);
+  await warehouse.check(String(metadata.location), 'the location of the registered metadata');
   return { name: input.name, metadataLocation, metadata, overwrite: input.overwrite === true };
 }

@@ -33,6 +33,8 @@ export async function mutate(
   reply: FastifyReply,
   db: CatalogDatabase,
   work: (tx: Executor) => Promise<Answer>,
+  /** Runs once the transaction has committed, before the answer goes out (a purge); must not throw. */
+  afterCommit?: () => Promise<void>,
 ) {
   const execution = executionOf(request);
   const answer = await db.transaction(async (tx) => {
@@ -53,5 +55,6 @@ export async function mutate(
   });
   if (execution !== undefined && execution.prepare(render(answer)) !== undefined)
     execution.markFinalized(answer.status);
+  await afterCommit?.();
   return send(reply, answer);
 }

@@ -6,8 +6,7 @@ import {
   newViewMetadata,
   type ViewMetadata,
 } from '../catalog/view-metadata.js';
-import { defaultLocation, writeMetadata } from '../catalog/warehouse.js';
-import type { ServerConfig } from '../config.js';
+import type { Warehouse } from '../catalog/warehouse.js';
 import type { CatalogDatabase } from '../db.js';
 import { alreadyExists, badRequest, commitFailed, noSuchNamespace, noSuchView } from '../errors.js';
 import { registration, renameHandler } from './entity-ops.js';
@@ -17,9 +16,9 @@ import { mutate } from './respond.js';
 const viewName = (request: FastifyRequest) => (request.params as { view: string }).view;
 
 /** Views share the namespace's names with tables: a view and a table cannot have the same name. */
-export const viewRoutes: FastifyPluginAsync<{ config: ServerConfig; db: CatalogDatabase }> = async (
+export const viewRoutes: FastifyPluginAsync<{ db: CatalogDatabase; warehouse: Warehouse }> = async (
   app,
-  { config, db },
+  { db, warehouse },
 ) => {
   /** Create a view where nothing of that name exists yet (create and register-view). */
   const insertView = (
@@ -51,9 +50,9 @@ export const viewRoutes: FastifyPluginAsync<{ config: ServerConfig; db: CatalogD
       throw badRequest('name must be a non-empty string');
     const name = input.name;
     const location =
-      typeof input.location === 'string' ? input.location : defaultLocation(config.warehouse, parts, name);
+      typeof input.location === 'string' ? input.location : warehouse.defaultLocation(parts, name);
     const metadata = newViewMetadata(input, location, Date.now());
-    const metadataLocation = await writeMetadata(location, 0, metadata);
+    const metadataLocation = await warehouse.writeMetadata(location, 0, metadata);
     return insertView(
       request,
       reply,
@@ -88,7 +87,11 @@ export const viewRoutes: FastifyPluginAsync<{ config: ServerConfig; db: CatalogD
     const metadata = current.metadata as ViewMetadata;
     checkViewRequirements(metadata, input.requirements);
     const next = applyViewUpdates(metadata, input.updates, Date.now());
-    const metadataLocation = await writeMetadata(next.location, metadata['version-log'].length, next);
+    const metadataLocation = await warehouse.writeMetadata(
+      next.location,
+      metadata['version-log'].length,
+      next,
+    );
     return mutate(request, reply, db, async (tx) => {
       const entity = { kind: 'view' as const, metadataLocation, metadata: next };
       if (!(await repo.swapEntity(tx, prefix, key, name, current.metadataLocation, entity))) {
@@ -112,7 +115,7 @@ export const viewRoutes: FastifyPluginAsync<{ config: ServerConfig; db: CatalogD
 
   app.post('/namespaces/:namespace/register-view', async (request, reply) => {
     const { prefix, parts, key } = namespaceOf(request);
-    const { name, metadataLocation, metadata } = await registration(request);
+    const { name, metadataLocation, metadata } = await registration(request, warehouse, 'view');
     return insertView(
       request,
       reply,

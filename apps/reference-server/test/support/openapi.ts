@@ -3,9 +3,9 @@ import { Ajv, type ValidateFunction } from 'ajv';
 import formats from 'ajv-formats';
 import { parse } from 'yaml';
 
-// The Iceberg REST OpenAPI spec, copied into the fixtures: tests never read ../shared.
+// The Iceberg REST OpenAPI spec the server validates requests with (openapi/): tests never read ../shared.
 const spec = parse(
-  readFileSync(new URL('../fixtures/rest-catalog-open-api.yaml', import.meta.url), 'utf8'),
+  readFileSync(new URL('../../openapi/rest-catalog-open-api.yaml', import.meta.url), 'utf8'),
 ) as {
   paths: Record<
     string,

@@ -2,6 +2,8 @@ import { randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { DEFAULT_TABLE } from '@idem/store-sql';
+import { sql } from 'drizzle-orm';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../../src/app.js';
 import { loadConfig } from '../../src/config.js';
@@ -9,6 +11,8 @@ import { type CatalogDatabase, openDatabase } from '../../src/db.js';
 
 export interface Node {
   url: string;
+  /** The node's warehouse directory (a fresh temporary one). */
+  warehouse: string;
   app: FastifyInstance;
   db: CatalogDatabase;
   close(): Promise<void>;
@@ -23,6 +27,7 @@ export async function startNode(databaseUrl: string, env: Record<string, string>
   const url = await app.listen({ host: '127.0.0.1', port: 0 });
   return {
     url,
+    warehouse,
     app,
     db,
     async close() {
@@ -78,3 +83,14 @@ export const schema = {
     { id: 2, name: 'name', required: false, type: 'string' },
   ],
 };
+
+/** How many idempotency records the node's database holds: all of them, or those of one key. */
+export async function idempotencyRecords(node: Node, key?: string): Promise<number> {
+  const table = sql.identifier(DEFAULT_TABLE);
+  const [row] = await node.db.rows(
+    key === undefined
+      ? sql`SELECT count(*) AS n FROM ${table}`
+      : sql`SELECT count(*) AS n FROM ${table} WHERE idem_key = ${key}`,
+  );
+  return Number(row?.n);
+}

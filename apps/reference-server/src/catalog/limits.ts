@@ -1,0 +1,76 @@
+// What a name, a namespace, a prefix or a location may be: the one place these limits live. Each comes from
+// what holds the value: the database columns (see catalogDdl in db.ts and @idem/store-sql's limits) and the
+// filesystem (a name is a directory of the warehouse).
+
+/** A table, view or namespace-level name: one directory name on the filesystem (NAME_MAX). */
+export const MAX_NAME_BYTES = 255;
+/** A whole namespace, levels joined by U+001F: the MySQL column is varbinary(1020). */
+export const MAX_NAMESPACE_BYTES = 1020;
+/**
+ * A catalog prefix. The idempotency scope is `prefix U+001F principal`, and the store holds a scope of at most
+ * 255 characters: a prefix up to 128 bytes leaves room for a principal of up to {@link MAX_PRINCIPAL_CHARS}.
+ */
+export const MAX_PREFIX_BYTES = 128;
+export const MAX_PRINCIPAL_CHARS = 126;
+/** A location or metadata-location: far below PATH_MAX (4096) once the catalog appends its own file names. */
+export const MAX_LOCATION_BYTES = 2048;
+/** Nesting of a JSON request body. Real Iceberg schemas nest a few dozen levels; validating is recursive. */
+export const MAX_JSON_DEPTH = 128;
+/** A request body. */
+export const MAX_BODY_BYTES = 1024 * 1024;
+
+const bytes = (text: string) => Buffer.byteLength(text, 'utf8');
+const hex = (char: string) => `U+${(char.codePointAt(0) ?? 0).toString(16).toUpperCase().padStart(4, '0')}`;
+
+// C0 controls (NUL and U+001F, the namespace separator, among them), DEL and C1 controls.
+// biome-ignore lint/suspicious/noControlCharactersInRegex: finding control characters is this pattern's job.
+const CONTROL = /[\u0000-\u001f\u007f-\u009f]/u;
+// In a `u` pattern a surrogate pair is one code point: only an unpaired half matches.
+const LONE_SURROGATE = /[\ud800-\udfff]/u;
+
+/** Why `text` cannot be stored as given (a control character, a lone surrogate), or undefined. */
+export function textProblem(text: string): string | undefined {
+  const control = CONTROL.exec(text);
+  if (control !== null) return `must not contain control characters (${hex(control[0])})`;
+  if (LONE_SURROGATE.test(text)) return 'must be valid Unicode (it holds a lone surrogate)';
+  return undefined;
+}
+
+/**
+ * Why `name` cannot be a table, view or namespace-level name, or undefined. Names become directories of the
+ * warehouse (`<warehouse>/<namespace levels>/<name>`), so `.`, `..` and path separators are refused too.
+ */
+export function nameProblem(name: string): string | undefined {
+  if (name === '') return 'must not be empty';
+  if (bytes(name) > MAX_NAME_BYTES) return `must be at most ${MAX_NAME_BYTES} bytes in UTF-8`;
+  if (name === '.' || name === '..') return 'must not be "." or ".."';
+  if (/[/\\]/.test(name)) return 'must not contain "/" or "\\"';
+  return textProblem(name);
+}
+
+/** Why the levels cannot be a namespace, or undefined. */
+export function namespaceProblem(levels: readonly string[]): string | undefined {
+  if (levels.length === 0) return 'must have at least one level';
+  for (const [i, level] of levels.entries()) {
+    const problem = nameProblem(level);
+    if (problem !== undefined) return `level ${i + 1} ${problem}`;
+  }
+  if (bytes(levels.join('\u001f')) > MAX_NAMESPACE_BYTES)
+    return `must be at most ${MAX_NAMESPACE_BYTES} bytes in UTF-8, levels included`;
+  return undefined;
+}
+
+/** Why `prefix` cannot be a catalog prefix, or undefined. */
+export function prefixProblem(prefix: string): string | undefined {
+  if (bytes(prefix) > MAX_PREFIX_BYTES) return `must be at most ${MAX_PREFIX_BYTES} bytes in UTF-8`;
+  return textProblem(prefix);
+}
+
+/** Why `location` cannot be a location (before it is resolved against the warehouse), or undefined. */
+export function locationProblem(location: string): string | undefined {
+  if (location === '') return 'must not be empty';
+  if (bytes(location) > MAX_LOCATION_BYTES) return `must be at most ${MAX_LOCATION_BYTES} bytes in UTF-8`;
+  return textProblem(location);
+}
+/** A raw (percent-encoded) path parameter: a namespace of MAX_NAMESPACE_BYTES takes up to 3 characters a byte. */
+export const MAX_PATH_PARAMETER_CHARS = 4096;
