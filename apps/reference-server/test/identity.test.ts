@@ -33,7 +33,9 @@ describe('request identity on the catalog: the path and the query are part of it
   test('one key on a commit to x.t, then the same commit to y.t: y.t is refused and unchanged', async () => {
     const key = newKey();
     const commit = { requirements: [], updates: [{ action: 'set-properties', updates: { k: 'v' } }] };
-    expect((await call(node.url, 'POST', '/v1/namespaces/x/tables/t', { key, body: commit })).status).toBe(200);
+    expect((await call(node.url, 'POST', '/v1/namespaces/x/tables/t', { key, body: commit })).status).toBe(
+      200,
+    );
     reused(await call(node.url, 'POST', '/v1/namespaces/y/tables/t', { key, body: commit }));
     const y = (await call(node.url, 'GET', '/v1/namespaces/y/tables/t')).json();
     expect(y.metadata.properties?.k).toBeUndefined();
