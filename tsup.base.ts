@@ -11,4 +11,6 @@ export const baseTsupConfig = {
   platform: 'node',
   splitting: false,
   treeshake: true,
+  // Relative to each package (packages/<name>): declarations resolve @idem/* as published, not from sources.
+  tsconfig: '../../tsconfig.build.json',
 } satisfies Options;

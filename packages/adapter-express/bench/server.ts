@@ -4,12 +4,12 @@ process.on('SIGTERM', () => process.exit(0));
 import { createMemoryStore } from '@idem/store-memory';
 import express from 'express';
 import { idempotency as expressIdempotency, getSharedIdempotencyService } from 'express-idempotency';
-import { idempotency } from '../src/index.js';
+import { idempotencyMiddleware } from '../src/index.js';
 
 const variant = process.argv[2];
 const app = express();
 app.use(express.json());
-if (variant === 'idem') app.use(idempotency({ store: createMemoryStore() }));
+if (variant === 'idem') app.use(idempotencyMiddleware({ store: createMemoryStore() }));
 if (variant === 'express-idempotency') app.use(expressIdempotency());
 let orders = 0;
 app.post('/orders', (req, res) => {

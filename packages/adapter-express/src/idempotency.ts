@@ -1,6 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import {
   createIdempotency,
+  type Execution,
   type IdemError,
   type IdempotencyOptions,
   isResponseGone,
@@ -9,7 +10,22 @@ import {
 } from '@idem/core';
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 
-export interface ExpressIdempotencyOptions extends IdempotencyOptions {
+declare global {
+  namespace Express {
+    interface Request {
+      /**
+       * The execution of this request when it runs under a reserved key (undefined when not covered, without a
+       * key, replayed or rejected): `req.idempotency?.finalizeWith(…)` finalizes inside your own transaction.
+       */
+      idempotency?: Execution<ExpressRequest>;
+    }
+  }
+}
+
+type ExpressRequest = Request;
+
+/** Options of {@link idempotencyMiddleware}; the hooks (`redact`, `rebuildReplay`) receive `req` as `host`. */
+export interface ExpressIdempotencyOptions extends IdempotencyOptions<Request> {
   /**
    * Who owns the key: return the authenticated principal (and tenant) so that one caller can never replay
    * another's response. @default every request shares one scope
@@ -61,10 +77,10 @@ function sendReplay(res: Response, replay: ReplayResponse): void {
  * the app or on single routes.
  *
  * @example
- * app.use(express.json({ verify: captureRawBody }), idempotency({ store, scope: (req) => req.user?.id }));
+ * app.use(express.json({ verify: captureRawBody }), idempotencyMiddleware({ store, scope: (req) => req.user?.id }));
  */
-export function idempotency(options: ExpressIdempotencyOptions): RequestHandler {
-  const idem = createIdempotency(options);
+export function idempotencyMiddleware(options: ExpressIdempotencyOptions): RequestHandler {
+  const idem = createIdempotency<Request>(options);
   const header = idem.headerName;
   const routeOf = options.route ?? defaultRoute;
 
@@ -110,6 +126,7 @@ export function idempotency(options: ExpressIdempotencyOptions): RequestHandler 
         key: req.headers[header],
         scope: options.scope?.(req),
         signal,
+        host: req,
       })
       .then((result) => {
         switch (result.action) {
@@ -122,6 +139,7 @@ export function idempotency(options: ExpressIdempotencyOptions): RequestHandler 
           case 'execute':
             // The client left while the key was being reserved: free it, and run nothing for nobody.
             if (isResponseGone(res)) return void result.execution.abort();
+            req.idempotency = result.execution;
             settleOnResponse(result.execution, res);
             return next();
         }
@@ -129,3 +147,6 @@ export function idempotency(options: ExpressIdempotencyOptions): RequestHandler 
       .catch(next);
   };
 }
+
+/** @deprecated Renamed {@link idempotencyMiddleware}; this name goes in the next minor release. */
+export const idempotency = idempotencyMiddleware;

@@ -1,1 +1,6 @@
-export { captureRawBody, type ExpressIdempotencyOptions, idempotency } from './idempotency.js';
+export {
+  captureRawBody,
+  type ExpressIdempotencyOptions,
+  idempotency,
+  idempotencyMiddleware,
+} from './idempotency.js';

@@ -1,7 +1,7 @@
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { pipeline, Readable } from 'node:stream';
-import { captureRawBody, idempotency } from '@idem/adapter-express';
+import { captureRawBody, idempotencyMiddleware } from '@idem/adapter-express';
 import type { AppResponse, MakeServer } from '@idem/adapter-suite';
 import type { Express, NextFunction, Request, Response } from 'express';
 
@@ -28,12 +28,12 @@ export function expressServer(express: ExpressFactory): MakeServer {
     const app = express();
     app.use(express.json({ verify: captureRawBody }));
     app.use(
-      idempotency({
+      idempotencyMiddleware({
         ...options,
         scope:
           (options.scope as ((req: Request) => string | undefined) | undefined) ??
           ((req) => req.get('x-principal')),
-      } as Parameters<typeof idempotency>[0]),
+      } as Parameters<typeof idempotencyMiddleware>[0]),
     );
     app.post('/orders', (req, res) => send(res, business.createOrder(req.body)));
     app.get('/orders', (_req, res) => send(res, business.listOrders()));

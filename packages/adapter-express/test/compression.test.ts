@@ -1,6 +1,6 @@
 import type { AddressInfo } from 'node:net';
 import { gunzipSync } from 'node:zlib';
-import { captureRawBody, idempotency } from '@idem/adapter-express';
+import { captureRawBody, idempotencyMiddleware } from '@idem/adapter-express';
 import { newKey, settled } from '@idem/adapter-suite';
 import { createMemoryStore } from '@idem/store-memory';
 import compression from 'compression';
@@ -16,7 +16,7 @@ afterEach(() => {
 /** An app with compression mounted before or after the idempotency middleware. */
 async function start(order: 'compression first' | 'idempotency first') {
   const store = createMemoryStore({ sweepIntervalMs: false });
-  const idem = idempotency({ store });
+  const idem = idempotencyMiddleware({ store });
   const compress = compression({ threshold: 0 }) as unknown as RequestHandler;
   const app = express();
   app.use(express.json({ verify: captureRawBody }));

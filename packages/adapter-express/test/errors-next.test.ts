@@ -1,5 +1,5 @@
 import type { AddressInfo } from 'node:net';
-import { idempotency } from '@idem/adapter-express';
+import { idempotencyMiddleware } from '@idem/adapter-express';
 import { isIdemError } from '@idem/core';
 import { createMemoryStore } from '@idem/store-memory';
 import express, { type NextFunction, type Request, type Response } from 'express';
@@ -9,7 +9,11 @@ test("errors: 'next' hands the typed error, with its status and headers, to the 
   const app = express();
   app.use(express.json());
   app.use(
-    idempotency({ store: createMemoryStore({ sweepIntervalMs: false }), errors: 'next', required: true }),
+    idempotencyMiddleware({
+      store: createMemoryStore({ sweepIntervalMs: false }),
+      errors: 'next',
+      required: true,
+    }),
   );
   app.post('/orders', (_req, res) => res.status(201).json({ ok: true }));
   app.use((error: unknown, _req: Request, res: Response, _next: NextFunction) => {

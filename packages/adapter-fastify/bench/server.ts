@@ -2,10 +2,10 @@ process.on('SIGTERM', () => process.exit(0)); // flush a --cpu-prof profile when
 
 import { createMemoryStore } from '@idem/store-memory';
 import Fastify from 'fastify';
-import { idempotency } from '../src/index.js';
+import { fastifyIdempotency } from '../src/index.js';
 
 const app = Fastify();
-if (process.argv[2] === 'idem') await app.register(idempotency, { store: createMemoryStore() });
+if (process.argv[2] === 'idem') await app.register(fastifyIdempotency, { store: createMemoryStore() });
 if (process.argv[2] === 'noop-hooks') {
   app.addHook('preHandler', async () => {});
   app.addHook('onSend', async (_request, _reply, payload) => payload);

@@ -1,7 +1,8 @@
 export {
   executionOf,
   type FastifyIdempotencyOptions,
+  fastifyIdempotency,
+  fastifyIdempotency as default,
   idempotency,
-  idempotency as default,
   type RouteIdempotencyOptions,
 } from './plugin.js';

@@ -19,16 +19,24 @@ import type {
 import fp from 'fastify-plugin';
 
 /** Options a single route may override through `config: { idempotency: { … } }`. */
-export type RouteIdempotencyOptions = Partial<Omit<IdempotencyOptions, 'store'>>;
+export type RouteIdempotencyOptions = Partial<Omit<IdempotencyOptions<FastifyRequest>, 'store'>>;
 
 declare module 'fastify' {
   interface FastifyContextConfig {
     /** `false` turns idempotency off for this route; an object overrides the plugin's options. */
     idempotency?: false | RouteIdempotencyOptions;
   }
+  interface FastifyRequest {
+    /**
+     * The execution of this request when it runs under a reserved key (undefined when not covered, without a
+     * key, replayed or rejected): `request.idempotency?.finalizeWith(…)` finalizes inside your own transaction.
+     */
+    idempotency: Execution<FastifyRequest> | undefined;
+  }
 }
 
-export interface FastifyIdempotencyOptions extends IdempotencyOptions {
+/** Options of {@link fastifyIdempotency}; the hooks (`redact`, `rebuildReplay`) receive the request as `host`. */
+export interface FastifyIdempotencyOptions extends IdempotencyOptions<FastifyRequest> {
   /**
    * Who owns the key: return the authenticated principal (and tenant) so that one caller can never replay
    * another's response. @default every request shares one scope
@@ -38,18 +46,12 @@ export interface FastifyIdempotencyOptions extends IdempotencyOptions {
   readonly formatError?: (error: IdemError, request: FastifyRequest) => unknown;
 }
 
-// Module-level: a request belongs to one plugin instance anyway, and executionOf() needs to reach it.
-const executions = new WeakMap<FastifyRequest, Execution>();
 /** The body bytes of keyed requests as they arrived, kept by the preParsing hook for the fingerprint. */
 const rawBodies = new WeakMap<FastifyRequest, Buffer[]>();
 
-/**
- * The execution of a request the plugin reserved, for hosts that finalize inside their own transaction:
- * `prepare` the response, finalize with its `owner`, then `markFinalized`. Undefined when the request is not
- * executing under a key (not covered, no key, replayed, rejected).
- */
-export function executionOf(request: FastifyRequest): Execution | undefined {
-  return executions.get(request);
+/** @deprecated Read `request.idempotency`; this function goes in the next minor release. */
+export function executionOf(request: FastifyRequest): Execution<FastifyRequest> | undefined {
+  return request.idempotency;
 }
 
 /** Aborted when the connection closes before the response is sent: a waiting request stops waiting. */
@@ -63,7 +65,8 @@ const asArray = <T>(hooks: T | T[] | undefined): T[] =>
   hooks === undefined ? [] : Array.isArray(hooks) ? hooks : [hooks];
 
 const idempotencyPlugin: FastifyPluginAsync<FastifyIdempotencyOptions> = async (fastify, options) => {
-  const base = createIdempotency(options);
+  const base = createIdempotency<FastifyRequest>(options);
+  fastify.decorateRequest('idempotency', undefined);
 
   const format = (error: IdemError, request: FastifyRequest): unknown => {
     if (options.formatError === undefined) return error.toJSON();
@@ -75,7 +78,7 @@ const idempotencyPlugin: FastifyPluginAsync<FastifyIdempotencyOptions> = async (
   };
 
   /** The hooks of one route, over the coordinator its options resolve to. */
-  function hooksFor(idem: Idempotency) {
+  function hooksFor(idem: Idempotency<FastifyRequest>) {
     const header = idem.headerName;
     const waits = idem.waits;
 
@@ -118,6 +121,7 @@ const idempotencyPlugin: FastifyPluginAsync<FastifyIdempotencyOptions> = async (
         key: request.headers[header],
         scope: options.scope?.(request),
         signal: waits ? closeSignal(reply) : undefined,
+        host: request,
       });
       switch (result.action) {
         case 'proceed':
@@ -141,7 +145,7 @@ const idempotencyPlugin: FastifyPluginAsync<FastifyIdempotencyOptions> = async (
             reply.hijack();
             return;
           }
-          executions.set(request, execution);
+          request.idempotency = execution;
           settleOnResponse(execution, reply.raw);
         }
       }
@@ -153,7 +157,7 @@ const idempotencyPlugin: FastifyPluginAsync<FastifyIdempotencyOptions> = async (
   fastify.addHook('onRoute', (route: RouteOptions) => {
     const config = route.config?.idempotency;
     if (config === false) return;
-    const idem = config === undefined ? base : createIdempotency({ ...options, ...config });
+    const idem = config === undefined ? base : createIdempotency<FastifyRequest>({ ...options, ...config });
     const methods = asArray(route.method);
     if (!methods.some((method) => idem.covers(method))) return;
     const { keepRawBody, begin } = hooksFor(idem);
@@ -168,7 +172,9 @@ const idempotencyPlugin: FastifyPluginAsync<FastifyIdempotencyOptions> = async (
  * overrides options.
  *
  * @example
- * await app.register(idempotency, { store: createMemoryStore(), scope: (request) => request.user?.id });
+ * await app.register(fastifyIdempotency, { store: createMemoryStore(), scope: (request) => request.user?.id });
  */
-export const idempotency = fp(idempotencyPlugin, { fastify: '5.x', name: '@idem/adapter-fastify' });
-export default idempotency;
+export const fastifyIdempotency = fp(idempotencyPlugin, { fastify: '5.x', name: '@idem/adapter-fastify' });
+export default fastifyIdempotency;
+/** @deprecated Renamed {@link fastifyIdempotency}; this name goes in the next minor release. */
+export const idempotency = fastifyIdempotency;

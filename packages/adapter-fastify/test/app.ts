@@ -1,5 +1,5 @@
 import { Readable } from 'node:stream';
-import { idempotency } from '@idem/adapter-fastify';
+import { fastifyIdempotency } from '@idem/adapter-fastify';
 import type { AppResponse, MakeServer } from '@idem/adapter-suite';
 import Fastify, { type FastifyReply, type FastifyRequest } from 'fastify';
 
@@ -12,12 +12,12 @@ type Params<K extends string> = { Params: Record<K, string> };
 /** The suite's routes on a Fastify 5 app. */
 export const fastifyServer: MakeServer = async ({ options, business }) => {
   const app = Fastify();
-  await app.register(idempotency, {
+  await app.register(fastifyIdempotency, {
     ...options,
     scope:
       (options.scope as ((request: FastifyRequest) => string | undefined) | undefined) ??
       ((request) => request.headers['x-principal'] as string | undefined),
-  } as Parameters<typeof idempotency>[1]);
+  } as Parameters<typeof fastifyIdempotency>[1]);
   app.post('/orders', async (request, reply) => send(reply, business.createOrder(request.body)));
   app.get('/orders', async (_request, reply) => send(reply, business.listOrders()));
   app.post<Params<'id'>>('/items/:id', async (request, reply) =>

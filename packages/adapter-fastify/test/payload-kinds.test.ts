@@ -1,5 +1,5 @@
 import { Readable } from 'node:stream';
-import { idempotency } from '@idem/adapter-fastify';
+import { fastifyIdempotency } from '@idem/adapter-fastify';
 import { newKey } from '@idem/adapter-suite';
 import { createMemoryStore } from '@idem/store-memory';
 import Fastify, { type FastifyReply } from 'fastify';
@@ -49,7 +49,7 @@ let url: string;
 const runs = new Map<string, number>();
 const app = Fastify();
 beforeAll(async () => {
-  await app.register(idempotency, { store: createMemoryStore({ sweepIntervalMs: false }) });
+  await app.register(fastifyIdempotency, { store: createMemoryStore({ sweepIntervalMs: false }) });
   for (const [kind, send] of Object.entries(kinds)) {
     app.post(`/${slug(kind)}`, async (_request, reply) => {
       runs.set(kind, (runs.get(kind) ?? 0) + 1);

@@ -1,5 +1,6 @@
 import '@idem/adapter-fastify';
-import type { FastifyContextConfig } from 'fastify';
+import type { Execution } from '@idem/core';
+import type { FastifyContextConfig, FastifyRequest } from 'fastify';
 import { describe, expectTypeOf, test } from 'vitest';
 
 describe('the per-route config augmentation', () => {
@@ -11,5 +12,11 @@ describe('the per-route config augmentation', () => {
     }>().toExtend<FastifyContextConfig>();
     expectTypeOf<{ idempotency: { lifetimeMs: 'soon' } }>().not.toExtend<FastifyContextConfig>();
     expectTypeOf<{ idempotency: true }>().not.toExtend<FastifyContextConfig>();
+  });
+});
+
+describe('request.idempotency', () => {
+  test('is the typed execution of the request, or undefined', () => {
+    expectTypeOf<FastifyRequest['idempotency']>().toEqualTypeOf<Execution<FastifyRequest> | undefined>();
   });
 });

@@ -1,5 +1,5 @@
 import { gunzipSync, gzipSync } from 'node:zlib';
-import { idempotency } from '@idem/adapter-fastify';
+import { fastifyIdempotency } from '@idem/adapter-fastify';
 import { newKey } from '@idem/adapter-suite';
 import { createMemoryStore } from '@idem/store-memory';
 import Fastify from 'fastify';
@@ -9,7 +9,7 @@ const key = '0190b7e2-5a5d-7c3e-8f00-1234567890ab';
 
 test('per route: config.idempotency false turns it off, an object overrides the options', async () => {
   const app = Fastify();
-  await app.register(idempotency, { store: createMemoryStore({ sweepIntervalMs: false }) });
+  await app.register(fastifyIdempotency, { store: createMemoryStore({ sweepIntervalMs: false }) });
   let runs = 0;
   app.post('/plain', async () => ({ run: ++runs }));
   app.post('/off', { config: { idempotency: false } }, async () => ({ run: ++runs }));
@@ -40,7 +40,7 @@ test('per route: config.idempotency false turns it off, an object overrides the 
 
 test('per route: maxBodyBytes is the route’s own at capture time, above or below the plugin’s', async () => {
   const app = Fastify();
-  await app.register(idempotency, {
+  await app.register(fastifyIdempotency, {
     store: createMemoryStore({ sweepIntervalMs: false }),
     maxBodyBytes: 100,
   });
@@ -66,7 +66,7 @@ test('per route: maxBodyBytes is the route’s own at capture time, above or bel
 test('per route: a route that waits stops waiting when its client leaves, and never runs for nobody', async () => {
   // A connection whose client left is not idle to Fastify: close it at once rather than wait for keep-alive.
   const app = Fastify({ forceCloseConnections: true });
-  await app.register(idempotency, { store: createMemoryStore({ sweepIntervalMs: false }) });
+  await app.register(fastifyIdempotency, { store: createMemoryStore({ sweepIntervalMs: false }) });
   let runs = 0;
   app.post(
     '/waits',
@@ -99,7 +99,7 @@ test('per route: a route that waits stops waiting when its client leaves, and ne
 
 test('a response encoded by an onSend hook (as @fastify/compress does) is stored with its encoding', async () => {
   const app = Fastify();
-  await app.register(idempotency, { store: createMemoryStore({ sweepIntervalMs: false }) });
+  await app.register(fastifyIdempotency, { store: createMemoryStore({ sweepIntervalMs: false }) });
   app.addHook('onSend', async (_request, reply, payload) => {
     if (reply.getHeader('content-encoding') !== undefined) return payload; // a replay: already encoded
     reply.header('content-encoding', 'gzip');

@@ -1,25 +1,19 @@
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import {
-  ErrorCode,
   type IdemError,
-  IdempotencyInProgressError,
-  IdempotencyKeyError,
-  IdempotencyKeyReusedError,
-  isStoreLimitError,
-  StoreLimitError,
-  StoreUnavailableError,
+  IdemInProgressError,
+  IdemKeyInvalidError,
+  IdemKeyMissingError,
+  IdemKeyReusedError,
+  IdemStoreLimitError,
+  IdemStoreUnavailableError,
 } from './errors.js';
-import { type IdempotencyEventListener, type StoreOperation, safeListener } from './events.js';
-import {
-  type Execution,
-  type ExecutionRuntime,
-  HeartbeatScheduler,
-  type RecordContext,
-  ReservedExecution,
-} from './execution.js';
+import { type IdempotencyEventListener, safeListener } from './events.js';
+import { type Execution, type ExecutionRuntime, type RecordContext, ReservedExecution } from './execution.js';
 import { defaultFinalizationRule, type FinalizationRule } from './finalization-rules.js';
 import { computeFingerprint, type FingerprintInput, type FingerprintOptions } from './fingerprint.js';
+import { HeartbeatScheduler } from './heartbeat.js';
 import { type KeyFormat, parseIdempotencyKey } from './key-format.js';
 import {
   DEFAULT_MAX_BODY_BYTES,
@@ -28,10 +22,11 @@ import {
   type ReplayResponse,
   toReplayResponse,
 } from './response.js';
+import { storeCall } from './store-call.js';
 import {
   type Clock,
-  type IdempotencyRecord,
   type IdempotencyStore,
+  type ReserveResult,
   type StoredResponse,
   systemClock,
 } from './types.js';
@@ -70,7 +65,11 @@ export interface AnswerStatuses {
   readonly storeLimit: number;
 }
 
-export interface IdempotencyOptions {
+/**
+ * Options of {@link createIdempotency}. `Host` is the type of the framework request an adapter passes along
+ * (`host` on each request), which the hooks receive in their context.
+ */
+export interface IdempotencyOptions<Host = unknown> {
   /** Where records live. */
   readonly store: IdempotencyStore;
   /** `false` turns the coordinator into a pass-through: the header is ignored. @default true */
@@ -110,18 +109,18 @@ export interface IdempotencyOptions {
    */
   readonly maxBodyBytes?: number;
   /** Fingerprint options, or a function that computes the fingerprint itself. */
-  readonly fingerprint?: FingerprintOptions | ((request: IdempotentRequest) => string);
+  readonly fingerprint?: FingerprintOptions | ((request: IdempotentRequest<Host>) => string);
   /** Decides from the status whether a response is stored or released. @default {@link defaultFinalizationRule} */
   readonly finalizationRule?: FinalizationRule;
   /** Rewrite a response before it is stored (drop secrets). */
-  readonly redact?: (response: StoredResponse, context: RecordContext) => StoredResponse;
+  readonly redact?: (response: StoredResponse, context: RecordContext<Host>) => StoredResponse;
   /**
    * Build the replay from current state instead of the stored bytes; return `undefined` to replay what was
    * stored.
    */
   readonly rebuildReplay?: (
     stored: StoredResponse,
-    context: RecordContext,
+    context: RecordContext<Host>,
   ) => StoredResponse | undefined | Promise<StoredResponse | undefined>;
   /** @default the system clock */
   readonly clock?: Clock;
@@ -129,31 +128,33 @@ export interface IdempotencyOptions {
 }
 
 /**
- * One request, as an adapter describes it to the coordinator: its identity (method, route template, query,
- * parsed body or raw bytes, content type) plus the key and its scope.
+ * One request, as an adapter describes it to the coordinator: its identity (method, route template, resolved
+ * path, raw query, body, content type), the key and its scope, and the framework's request as `host`.
  */
-export interface IdempotentRequest extends FingerprintInput {
+export interface IdempotentRequest<Host = unknown> extends FingerprintInput {
   /** The raw value(s) of the key header; an array of two or more is a repeated header. */
   readonly key: string | readonly string[] | undefined;
   /** Who owns the key; keys in different scopes are unrelated. @default '' */
   readonly scope?: string | undefined;
   /** Aborted when the client goes away; stops a `wait`. */
   readonly signal?: AbortSignal | undefined;
+  /** The framework's request, handed to the hooks (`redact`, `rebuildReplay`) in their context. */
+  readonly host?: Host;
 }
 
 /** What the adapter does next. */
-export type BeginResult =
+export type BeginResult<Host = unknown> =
   | {
       readonly action: 'proceed';
       /** Why no record is kept: not covered, turned off, no key, or the store failed with fail-open. */
       readonly reason: 'method' | 'disabled' | 'no-key' | 'fail-open';
     }
-  | { readonly action: 'execute'; readonly execution: Execution }
+  | { readonly action: 'execute'; readonly execution: Execution<Host> }
   | { readonly action: 'replay'; readonly response: ReplayResponse }
   | { readonly action: 'reject'; readonly error: IdemError };
 
 /** The framework-neutral coordinator. */
-export interface Idempotency {
+export interface Idempotency<Host = unknown> {
   /** The lower-case name of the key header. */
   readonly headerName: string;
   /** `true` when in-flight duplicates wait (`inFlight.strategy: 'wait'`): `begin` then wants a `signal`. */
@@ -161,7 +162,7 @@ export interface Idempotency {
   /** `true` when requests with this method are covered. */
   covers(method: string): boolean;
   /** Decide what to do with a request: proceed, execute under a reservation, replay, or reject. */
-  begin(request: IdempotentRequest): Promise<BeginResult>;
+  begin(request: IdempotentRequest<Host>): Promise<BeginResult<Host>>;
 }
 
 const DEFAULT_STATUSES: AnswerStatuses = {
@@ -173,13 +174,6 @@ const DEFAULT_STATUSES: AnswerStatuses = {
   storeLimit: 400,
 };
 
-class StoreTimeoutError extends Error {
-  constructor(operation: StoreOperation, timeoutMs: number) {
-    super(`store ${operation} did not answer within ${timeoutMs} ms`);
-    this.name = 'StoreTimeoutError';
-  }
-}
-
 /**
  * Create the coordinator that decides, for each request, whether to execute, replay or reject it.
  *
@@ -187,7 +181,7 @@ class StoreTimeoutError extends Error {
  * const idem = createIdempotency({ store: createMemoryStore() });
  * const result = await idem.begin({ method: 'POST', route: '/orders', body, key: req.headers['idempotency-key'] });
  */
-export function createIdempotency(options: IdempotencyOptions): Idempotency {
+export function createIdempotency<Host = unknown>(options: IdempotencyOptions<Host>): Idempotency<Host> {
   const { store } = options;
   const enabled = options.enabled ?? true;
   const required = options.required ?? false;
@@ -205,12 +199,10 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
   const statuses: AnswerStatuses = { ...DEFAULT_STATUSES, ...options.statuses };
   const retryAfterSeconds = options.retryAfterSeconds ?? 1;
   const failOpen = options.failMode === 'open';
-  const storeTimeoutMs = positive('storeTimeoutMs', options.storeTimeoutMs ?? 2_000);
   const maxBodyBytes = Math.min(
     options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES,
     store.limits?.maxBodyBytes ?? Number.POSITIVE_INFINITY,
   );
-  const rule = options.finalizationRule ?? defaultFinalizationRule;
   const clock = options.clock ?? systemClock;
   const emit = safeListener(options.onEvent);
   const allowHeaders = new Set((options.replayHeaders ?? DEFAULT_REPLAY_HEADERS).map((h) => h.toLowerCase()));
@@ -222,73 +214,24 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
   const fingerprintOf =
     typeof options.fingerprint === 'function'
       ? options.fingerprint
-      : (request: IdempotentRequest) =>
+      : (request: IdempotentRequest<Host>) =>
           computeFingerprint(request, options.fingerprint as FingerprintOptions);
 
-  /** Run one store call under the timeout; faults become StoreUnavailableError after an event. */
-  async function callStore<T>(
-    operation: StoreOperation,
-    ref: RecordContext,
-    run: () => Promise<T>,
-    onLateResult: (value: T) => void = () => {},
-  ): Promise<{ value: T; durationMs: number }> {
-    const startedMs = performance.now();
-    let timer: NodeJS.Timeout | undefined;
-    let call: Promise<T>;
-    try {
-      call = run();
-    } catch (error) {
-      call = Promise.reject(error); // a store that throws synchronously is still a store fault
-    }
-    try {
-      const value = await new Promise<T>((resolve, reject) => {
-        timer = setTimeout(() => reject(new StoreTimeoutError(operation, storeTimeoutMs)), storeTimeoutMs);
-        call.then(resolve, reject);
-      });
-      return { value, durationMs: performance.now() - startedMs };
-    } catch (error) {
-      if (isStoreLimitError(error)) {
-        // Not a fault: the same request can never be stored, so retrying it must not look worth it.
-        emit({ type: 'store-limit', operation, error, scope: ref.scope, key: ref.key });
-        throw new StoreLimitError(`the idempotency store cannot hold this request: ${error.message}`, {
-          cause: error,
-          status: statuses.storeLimit,
-        });
-      }
-      if (error instanceof StoreTimeoutError) {
-        // The call may still succeed after we gave up on it; let the caller undo its effect then.
-        call.then(onLateResult, () => {});
-      }
-      const durationMs = performance.now() - startedMs;
-      emit({
-        type: 'store-error',
-        operation,
-        error,
-        durationMs,
-        failedOpen: failOpen && operation === 'reserve',
-        scope: ref.scope,
-        key: ref.key,
-      });
-      throw new StoreUnavailableError(
-        ErrorCode.StoreUnavailable,
-        `the idempotency store is unavailable (${operation})`,
-        {
-          cause: error,
-          status: statuses.storeUnavailable,
-          retryAfterSeconds,
-        },
-      );
-    } finally {
-      clearTimeout(timer);
-    }
-  }
+  const callStore = storeCall({
+    timeoutMs: positive('storeTimeoutMs', options.storeTimeoutMs ?? 2_000),
+    emit,
+    failOpen,
+    unavailableStatus: statuses.storeUnavailable,
+    limitStatus: statuses.storeLimit,
+    retryAfterSeconds,
+  });
 
   const runtime: ExecutionRuntime = {
     store,
     clock,
     leaseMs,
     heartbeat: heartbeatMs === undefined ? undefined : new HeartbeatScheduler(heartbeatMs),
-    rule,
+    rule: options.finalizationRule ?? defaultFinalizationRule,
     allowHeaders,
     maxBodyBytes,
     redact: options.redact,
@@ -296,7 +239,17 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
     callStore,
   };
 
-  async function reserve(ref: { scope: string; key: string }, fingerprint: string, owner: string) {
+  /** One request on its way through `begin`: what every step needs to know of it. */
+  interface Attempt {
+    readonly request: IdempotentRequest<Host>;
+    readonly ref: { readonly scope: string; readonly key: string };
+    readonly fingerprint: string;
+    readonly owner: string;
+    readonly startedMs: number;
+  }
+
+  async function reserve(attempt: Attempt) {
+    const { ref, owner } = attempt;
     const nowMs = clock.nowMs();
     return callStore(
       'reserve',
@@ -305,7 +258,7 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
         store.reserve({
           scope: ref.scope,
           key: ref.key,
-          fingerprint,
+          fingerprint: attempt.fingerprint,
           owner,
           nowMs,
           leaseUntilMs: nowMs + leaseMs,
@@ -319,26 +272,67 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
     );
   }
 
-  function inProgress(status: number): BeginResult {
-    return {
-      action: 'reject',
-      error: new IdempotencyInProgressError(
-        ErrorCode.InProgress,
-        'a request with this Idempotency-Key is still being processed; retry later',
-        { status, retryAfterSeconds },
-      ),
-    };
-  }
+  const inProgress = (status: number): BeginResult<Host> => ({
+    action: 'reject',
+    error: new IdemInProgressError(
+      'a request with this Idempotency-Key is still being processed; retry later',
+      {
+        status,
+        retryAfterSeconds,
+      },
+    ),
+  });
 
-  async function replay(
-    record: IdempotencyRecord,
-    ref: RecordContext,
+  /** The context hooks receive for a record of this attempt. */
+  const contextOf = ({ request, ref }: Attempt): RecordContext<Host> => ({
+    scope: ref.scope,
+    key: ref.key,
+    method: request.method,
+    route: request.route,
+    path: request.path,
+    host: request.host as Host,
+  });
+
+  /**
+   * Turn what `reserve` found into an answer: execute, 422, replay, or `undefined` when the record is in flight
+   * with this fingerprint (the caller then rejects or waits).
+   */
+  async function answer(
+    attempt: Attempt,
+    result: ReserveResult,
     durationMs: number,
-  ): Promise<BeginResult> {
-    const stored = record.response as StoredResponse;
+  ): Promise<BeginResult<Host> | undefined> {
+    const { ref } = attempt;
+    if (result.outcome === 'reserved') {
+      emit({ type: 'reserved', scope: ref.scope, key: ref.key, tookOver: result.tookOver, durationMs });
+      const { request } = attempt;
+      return {
+        action: 'execute',
+        execution: new ReservedExecution<Host>(
+          runtime,
+          ref,
+          { method: request.method, route: request.route, path: request.path, host: request.host as Host },
+          attempt.fingerprint,
+          attempt.owner,
+          result.tookOver,
+        ),
+      };
+    }
+    const { record } = result;
+    if (record.fingerprint !== attempt.fingerprint) {
+      emit({ type: 'mismatch', scope: ref.scope, key: ref.key, durationMs });
+      return {
+        action: 'reject',
+        error: new IdemKeyReusedError('this Idempotency-Key was already used for a different request', {
+          status: statuses.keyReused,
+        }),
+      };
+    }
+    if (record.response === null) return undefined;
+    const stored = record.response;
     let rebuilt: StoredResponse | undefined;
     try {
-      rebuilt = options.rebuildReplay ? await options.rebuildReplay(stored, ref) : undefined;
+      rebuilt = options.rebuildReplay ? await options.rebuildReplay(stored, contextOf(attempt)) : undefined;
     } catch (error) {
       // The stored answer is still the right one; a newer view of it was only a courtesy.
       emit({ type: 'hook-error', hook: 'rebuildReplay', error, scope: ref.scope, key: ref.key });
@@ -347,13 +341,9 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
     return { action: 'replay', response: toReplayResponse(rebuilt ?? stored) };
   }
 
-  async function waitForOther(
-    ref: RecordContext,
-    fingerprint: string,
-    owner: string,
-    startedMs: number,
-    signal: AbortSignal | undefined,
-  ): Promise<BeginResult> {
+  async function waitForOther(attempt: Attempt): Promise<BeginResult<Host>> {
+    const { ref, request, startedMs } = attempt;
+    const { signal } = request;
     const wait = inFlight as Extract<InFlightStrategy, { strategy: 'wait' }>;
     const maxWaitMs = wait.maxWaitMs ?? 10_000;
     const maxPollMs = wait.maxPollMs ?? 500;
@@ -368,22 +358,9 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
       delayMs = Math.min(delayMs * 2, maxPollMs);
       // Polling with reserve (not load) closes every gap at once: a finished request is replayed, a released
       // one is reserved afresh, a lapsed lease is taken over, all atomically.
-      const { value: result } = await reserve(ref, fingerprint, owner);
-      const durationMs = performance.now() - startedMs;
-      if (result.outcome === 'reserved') {
-        emit({ type: 'reserved', scope: ref.scope, key: ref.key, tookOver: result.tookOver, durationMs });
-        return {
-          action: 'execute',
-          execution: new ReservedExecution(runtime, ref, fingerprint, owner, result.tookOver),
-        };
-      }
-      if (result.record.fingerprint !== fingerprint) {
-        emit({ type: 'mismatch', scope: ref.scope, key: ref.key, durationMs });
-        return reused();
-      }
-      if (result.record.response !== null) {
-        return replay(result.record, ref, durationMs);
-      }
+      const { value: result } = await reserve(attempt);
+      const settled = await answer(attempt, result, performance.now() - startedMs);
+      if (settled !== undefined) return settled;
     }
     emit({
       type: 'conflict',
@@ -395,25 +372,23 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
     return inProgress(wait.timeoutStatus ?? statuses.inProgress);
   }
 
-  function reused(): BeginResult {
-    return {
-      action: 'reject',
-      error: new IdempotencyKeyReusedError(
-        ErrorCode.KeyReused,
-        'this Idempotency-Key was already used for a different request',
-        { status: statuses.keyReused },
-      ),
-    };
+  async function reserveOrAnswer(attempt: Attempt): Promise<BeginResult<Host>> {
+    const { value: result, durationMs } = await reserve(attempt);
+    const settled = await answer(attempt, result, durationMs);
+    if (settled !== undefined) return settled;
+    if (inFlight.strategy === 'wait') return waitForOther(attempt);
+    emit({ type: 'conflict', scope: attempt.ref.scope, key: attempt.ref.key, waited: false, durationMs });
+    return inProgress(statuses.inProgress);
   }
 
-  async function begin(request: IdempotentRequest): Promise<BeginResult> {
+  async function begin(request: IdempotentRequest<Host>): Promise<BeginResult<Host>> {
     if (!enabled) return { action: 'proceed', reason: 'disabled' };
     if (!methods.has(request.method.toUpperCase())) return { action: 'proceed', reason: 'method' };
     if (request.key === undefined) {
       if (!required) return { action: 'proceed', reason: 'no-key' };
       return {
         action: 'reject',
-        error: new IdempotencyKeyError(ErrorCode.KeyMissing, `the ${headerName} header is required`, {
+        error: new IdemKeyMissingError(`the ${headerName} header is required`, {
           status: statuses.missingKey,
         }),
       };
@@ -425,53 +400,26 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
     if (!parsed.ok) {
       return {
         action: 'reject',
-        error: new IdempotencyKeyError(ErrorCode.KeyInvalid, `invalid ${headerName}: ${parsed.reason}`, {
+        error: new IdemKeyInvalidError(`invalid ${headerName}: ${parsed.reason}`, {
           status: statuses.invalidKey,
         }),
       };
     }
-    const ref = { scope: request.scope ?? '', key: parsed.key };
-    const fingerprint = fingerprintOf(request);
-    const owner = randomUUID();
-
+    const attempt: Attempt = {
+      request,
+      ref: { scope: request.scope ?? '', key: parsed.key },
+      fingerprint: fingerprintOf(request),
+      owner: randomUUID(),
+      startedMs: performance.now(),
+    };
     try {
-      return await reserveOrAnswer(ref, fingerprint, owner, request.signal);
+      return await reserveOrAnswer(attempt);
     } catch (error) {
       // A value the store cannot hold is the request's problem, fail-open or not.
-      if (error instanceof StoreLimitError) return { action: 'reject', error };
-      if (!(error instanceof StoreUnavailableError)) throw error;
+      if (error instanceof IdemStoreLimitError) return { action: 'reject', error };
+      if (!(error instanceof IdemStoreUnavailableError)) throw error;
       return failOpen ? { action: 'proceed', reason: 'fail-open' } : { action: 'reject', error };
     }
-  }
-
-  async function reserveOrAnswer(
-    ref: RecordContext,
-    fingerprint: string,
-    owner: string,
-    signal: AbortSignal | undefined,
-  ): Promise<BeginResult> {
-    const startedMs = performance.now();
-    const { value: reservation, durationMs } = await reserve(ref, fingerprint, owner);
-    if (reservation.outcome === 'reserved') {
-      emit({ type: 'reserved', scope: ref.scope, key: ref.key, tookOver: reservation.tookOver, durationMs });
-      return {
-        action: 'execute',
-        execution: new ReservedExecution(runtime, ref, fingerprint, owner, reservation.tookOver),
-      };
-    }
-    const { record } = reservation;
-    if (record.fingerprint !== fingerprint) {
-      emit({ type: 'mismatch', scope: ref.scope, key: ref.key, durationMs });
-      return reused();
-    }
-    if (record.response !== null) {
-      return replay(record, ref, durationMs);
-    }
-    if (inFlight.strategy === 'reject') {
-      emit({ type: 'conflict', scope: ref.scope, key: ref.key, waited: false, durationMs });
-      return inProgress(statuses.inProgress);
-    }
-    return waitForOther(ref, fingerprint, owner, startedMs, signal);
   }
 
   return {

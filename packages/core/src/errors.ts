@@ -26,7 +26,7 @@ export interface IdemErrorOptions {
  * The base class of every error idem produces, with a stable {@link IdemError.code}.
  *
  * The coordinator returns these (it does not throw them) as its own answers; `status` and
- * `retryAfterSeconds` say how to answer over HTTP.
+ * `retryAfterSeconds` say how to answer over HTTP. Each subclass fixes its code.
  */
 export class IdemError extends Error {
   readonly code: ErrorCode;
@@ -53,36 +53,57 @@ export class IdemError extends Error {
   }
 }
 
-/** The `Idempotency-Key` header is missing where required, malformed, or sent more than once. */
-export class IdempotencyKeyError extends IdemError {}
+/** The `Idempotency-Key` header is missing where required, or malformed, or sent more than once. */
+export class IdemKeyError extends IdemError {}
 
-/** The key was already used for a request with another fingerprint. */
-export class IdempotencyKeyReusedError extends IdemError {}
-
-/** Another request with the same key is still being processed. */
-export class IdempotencyInProgressError extends IdemError {}
-
-/** The store failed or did not answer in time; the request was not executed. */
-export class StoreUnavailableError extends IdemError {}
-
-/**
- * A value the store cannot hold: a scope or key too long for its columns, a character its database refuses
- * (NUL in PostgreSQL text), a response over its size limits. Not a fault: retrying cannot help, so the
- * coordinator answers it with a non-retryable 4xx (`IDEMPOTENCY_STORE_LIMIT`), never a 503, and at finalize it
- * releases the key. Stores throw it (or a subclass) before they reach their backend.
- *
- * @example
- * if (scope.length > 255) throw new StoreLimitError(`scope has ${scope.length} characters; at most 255`);
- */
-export class StoreLimitError extends IdemError {
-  constructor(message: string, options: Omit<IdemErrorOptions, 'retryAfterSeconds'> = {}) {
-    super(ErrorCode.StoreLimit, message, { status: 400, ...options });
+/** No `Idempotency-Key` on a covered request while keys are required (`IDEMPOTENCY_KEY_MISSING`). */
+export class IdemKeyMissingError extends IdemKeyError {
+  constructor(message: string, options: IdemErrorOptions = {}) {
+    super(ErrorCode.KeyMissing, message, { status: 400, ...options });
   }
 }
 
-/** `true` for a {@link StoreLimitError}, including one from another copy of this package. */
-export function isStoreLimitError(value: unknown): value is StoreLimitError {
-  return isIdemError(value) && value.code === ErrorCode.StoreLimit;
+/** A malformed or repeated `Idempotency-Key` (`IDEMPOTENCY_KEY_INVALID`); the store was not touched. */
+export class IdemKeyInvalidError extends IdemKeyError {
+  constructor(message: string, options: IdemErrorOptions = {}) {
+    super(ErrorCode.KeyInvalid, message, { status: 400, ...options });
+  }
+}
+
+/** The key was already used for a request with another fingerprint (`IDEMPOTENCY_KEY_REUSED`). */
+export class IdemKeyReusedError extends IdemError {
+  constructor(message: string, options: IdemErrorOptions = {}) {
+    super(ErrorCode.KeyReused, message, { status: 422, ...options });
+  }
+}
+
+/** Another request with the same key is still being processed (`IDEMPOTENCY_IN_PROGRESS`). */
+export class IdemInProgressError extends IdemError {
+  constructor(message: string, options: IdemErrorOptions = {}) {
+    super(ErrorCode.InProgress, message, { status: 409, ...options });
+  }
+}
+
+/** The store failed or did not answer in time; the request was not executed (`IDEMPOTENCY_STORE_UNAVAILABLE`). */
+export class IdemStoreUnavailableError extends IdemError {
+  constructor(message: string, options: IdemErrorOptions = {}) {
+    super(ErrorCode.StoreUnavailable, message, { status: 503, ...options });
+  }
+}
+
+/**
+ * A value the store cannot hold: a scope or key too long for its columns, a character its database refuses
+ * (NUL in PostgreSQL text), a response over its size limits (`IDEMPOTENCY_STORE_LIMIT`). Not a fault:
+ * retrying cannot help, so the coordinator answers it with a non-retryable 4xx, never a 503, and at finalize
+ * it releases the key. Stores throw it before they reach their backend.
+ *
+ * @example
+ * if (scope.length > 255) throw new IdemStoreLimitError(`scope has ${scope.length} characters; at most 255`);
+ */
+export class IdemStoreLimitError extends IdemError {
+  constructor(message: string, options: Omit<IdemErrorOptions, 'retryAfterSeconds'> = {}) {
+    super(ErrorCode.StoreLimit, message, { status: 400, ...options });
+  }
 }
 
 /** `true` for any {@link IdemError}, including one from another copy of this package. */
@@ -91,3 +112,17 @@ export function isIdemError(value: unknown): value is IdemError {
     typeof value === 'object' && value !== null && (value as Record<symbol, unknown>)[IDEM_ERROR] === true
   );
 }
+
+/** `true` for an {@link IdemStoreLimitError}, including one from another copy of this package. */
+export function isStoreLimitError(value: unknown): value is IdemStoreLimitError {
+  return isIdemError(value) && value.code === ErrorCode.StoreLimit;
+}
+
+/** @deprecated Renamed {@link IdemKeyError}; this name goes in the next minor release. */
+export const IdempotencyKeyError = IdemKeyError;
+/** @deprecated Renamed {@link IdemKeyReusedError}; this name goes in the next minor release. */
+export const IdempotencyKeyReusedError = IdemKeyReusedError;
+/** @deprecated Renamed {@link IdemInProgressError}; this name goes in the next minor release. */
+export const IdempotencyInProgressError = IdemInProgressError;
+/** @deprecated Renamed {@link IdemStoreUnavailableError}; this name goes in the next minor release. */
+export const StoreUnavailableError = IdemStoreUnavailableError;

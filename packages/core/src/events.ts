@@ -22,7 +22,7 @@ export type IdempotencyEvent =
       readonly type: 'released';
       /**
        * `status`: the finalization rule released this status; `aborted`: the handler threw or the client left
-       * before a status; `unstorable`: the store cannot hold this response (a {@link StoreLimitError}).
+       * before a status; `unstorable`: the store cannot hold this response (a {@link IdemStoreLimitError}).
        */
       readonly reason: 'status' | 'aborted' | 'unstorable';
       readonly status?: number;
@@ -53,6 +53,16 @@ export type IdempotencyEvent =
       readonly failedOpen: boolean;
       readonly scope?: string;
       readonly key?: string;
+    }
+  | {
+      /**
+       * A store dropped a completed record before its lifetime ended, to stay within its bounds (the memory
+       * store's `maxEntries` / `maxSizeBytes`): a retry of that key executes again.
+       */
+      readonly type: 'evicted';
+      readonly scope: string;
+      readonly key: string;
+      readonly reason: 'capacity';
     }
   | {
       readonly type: 'purged';

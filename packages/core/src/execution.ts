@@ -1,17 +1,30 @@
 import { isStoreLimitError } from './errors.js';
-import type { IdempotencyEventListener, StoreOperation } from './events.js';
+import type { IdempotencyEventListener } from './events.js';
 import {
   defaultFinalizationRule,
   type FinalizationAction,
   type FinalizationRule,
 } from './finalization-rules.js';
+import type { HeartbeatScheduler, Renewable } from './heartbeat.js';
 import { type CapturedResponse, toStoredResponse } from './response.js';
-import type { Clock, IdempotencyStore, StoredResponse } from './types.js';
+import type { StoreCall } from './store-call.js';
+import type { Clock, FinalizeParams, IdempotencyStore, StoredResponse } from './types.js';
 
-/** Identifies the request for the host's hooks. */
-export interface RecordContext {
+/**
+ * The request a record belongs to, as the host's hooks (`redact`, `rebuildReplay`) receive it: its record
+ * (scope, key), its identity (method, route template, resolved path) and whatever the adapter handed over as
+ * `host` (Express's `req`, Fastify's `request`), so that a hook never has to unpack data from the scope.
+ */
+export interface RecordContext<Host = unknown> {
   readonly scope: string;
   readonly key: string;
+  readonly method: string;
+  /** The route template (`/v1/namespaces/:namespace`). */
+  readonly route: string;
+  /** The resolved path, when the adapter passed it. */
+  readonly path: string | undefined;
+  /** The framework's request, as the adapter passed it; `undefined` when calling the core directly. */
+  readonly host: Host;
 }
 
 /**
@@ -22,14 +35,20 @@ export interface RecordContext {
 export type FinishOutcome = 'finalized' | 'released' | 'lease-lost' | 'store-error' | 'already-settled';
 
 /**
+ * What {@link Execution.finalizeWith} did inside the host's transaction: `finalized` (the record is written
+ * in it; commit), `lease-lost` (another request owns the key now; roll back, or the work is done twice), or
+ * `not-stored` (the finalization rule releases this status: nothing was written; the key is released when
+ * the response goes out).
+ */
+export type TransactionalOutcome = 'finalized' | 'lease-lost' | 'not-stored';
+
+/**
  * A reserved request: run the handler, then `finish` (or `abort` if it threw or the client left).
  * Call its methods on the object (`execution.finish(…)`), do not detach them.
  */
-export interface Execution {
-  readonly scope: string;
-  readonly key: string;
+export interface Execution<Host = unknown> extends RecordContext<Host> {
   readonly fingerprint: string;
-  /** The reservation's owner token; pass it to a transactional finalize. */
+  /** The reservation's owner token. */
   readonly owner: string;
   /** `true` when this execution took over a reservation whose lease had lapsed. */
   readonly tookOver: boolean;
@@ -38,12 +57,37 @@ export interface Execution {
   /** The largest body stored for replay, in bytes: the coordinator's cap within the store's limits. */
   readonly maxBodyBytes: number;
   /**
+   * Finalize inside the host's own transaction, so that its work and the record commit together: applies the
+   * finalization rule, calls `finalize` with the record's parameters (the coordinator's clock, this owner),
+   * and settles the execution. `finalize` runs the store's transactional finalize, e.g.
+   * `(params) => store.finalizeInTransaction(tx, params)`; an exception from it is the host's to handle (its
+   * transaction rolls back). On `lease-lost` the host MUST roll back.
+   *
+   * If the transaction then fails to commit, the host answers something else, and `finish` with that answer
+   * releases the key.
+   *
+   * @example
+   * await db.transaction(async (tx) => {
+   *   const response = await work(tx);
+   *   if ((await execution.finalizeWith(response, (p) => store.finalizeInTransaction(tx, p))) === 'lease-lost')
+   *     throw new Error('lost the reservation: roll back');
+   *   return response;
+   * });
+   */
+  finalizeWith(
+    response: CapturedResponse,
+    finalize: (params: FinalizeParams) => boolean | Promise<boolean>,
+  ): Promise<TransactionalOutcome>;
+  /**
    * The response as it would be stored, or `undefined` when the finalization rule releases this status.
-   * For hosts that finalize inside their own transaction. Never throws: a throwing rule is replaced by the
-   * default rule, and a throwing `redact` by a record of the status alone (body omitted, no headers).
+   * Never throws: a throwing rule is replaced by the default rule, and a throwing `redact` by a record of the
+   * status alone (body omitted, no headers).
    */
   prepare(response: CapturedResponse): StoredResponse | undefined;
-  /** Tell the coordinator the host finalized the record itself (in its transaction), so it does not again. */
+  /**
+   * Tell the coordinator the host finalized the record itself, so it does not again.
+   * @deprecated Use {@link Execution.finalizeWith}, which also applies the rule and the clock.
+   */
   markFinalized(status: number): void;
   /** Apply the finalization rule: store the response, or release the key. Never throws. */
   finish(response: CapturedResponse): Promise<FinishOutcome>;
@@ -68,33 +112,44 @@ export interface ExecutionRuntime {
   readonly allowHeaders: ReadonlySet<string>;
   /** The coordinator's body cap within the store's declared limits. */
   readonly maxBodyBytes: number;
-  readonly redact: ((response: StoredResponse, context: RecordContext) => StoredResponse) | undefined;
+  // biome-ignore lint/suspicious/noExplicitAny: the host type is the coordinator's; executions pass themselves.
+  readonly redact: ((response: StoredResponse, context: RecordContext<any>) => StoredResponse) | undefined;
   readonly emit: IdempotencyEventListener;
-  /** Run a store call under the coordinator's timeout; throws StoreUnavailableError on a fault. */
-  callStore<T>(
-    operation: StoreOperation,
-    ref: RecordContext,
-    run: () => Promise<T>,
-  ): Promise<{ value: T; durationMs: number }>;
+  readonly callStore: StoreCall;
+}
+
+/** The request an execution runs for: its identity, and the adapter's request object. */
+export interface ExecutionRequest<Host> {
+  readonly method: string;
+  readonly route: string;
+  readonly path: string | undefined;
+  readonly host: Host;
 }
 
 // A class rather than a closure-built object: one request allocates one object with its methods on the
 // prototype, which matters on the hot path of every covered request.
-export class ReservedExecution implements Execution {
+export class ReservedExecution<Host = unknown> implements Execution<Host>, Renewable {
   readonly scope: string;
   readonly key: string;
+  readonly method: string;
+  readonly route: string;
+  readonly path: string | undefined;
+  readonly host: Host;
   readonly fingerprint: string;
   readonly owner: string;
   readonly tookOver: boolean;
   readonly #runtime: ExecutionRuntime;
   #controller: AbortController | undefined;
   #settled = false;
+  /** The status the host finalized in its own transaction, until `finish` sees what went out. */
+  #storedExternally: number | undefined;
   /** When the lease was last set, on the monotonic clock (ms); read by the heartbeat. */
   renewedAtMs = performance.now();
 
   constructor(
     runtime: ExecutionRuntime,
-    ref: RecordContext,
+    ref: { readonly scope: string; readonly key: string },
+    request: ExecutionRequest<Host>,
     fingerprint: string,
     owner: string,
     tookOver: boolean,
@@ -102,6 +157,10 @@ export class ReservedExecution implements Execution {
     this.#runtime = runtime;
     this.scope = ref.scope;
     this.key = ref.key;
+    this.method = request.method;
+    this.route = request.route;
+    this.path = request.path;
+    this.host = request.host;
     this.fingerprint = fingerprint;
     this.owner = owner;
     this.tookOver = tookOver;
@@ -146,6 +205,38 @@ export class ReservedExecution implements Execution {
     this.#runtime.emit({ type: 'hook-error', hook, error, scope: this.scope, key: this.key });
   }
 
+  async finalizeWith(
+    response: CapturedResponse,
+    finalize: (params: FinalizeParams) => boolean | Promise<boolean>,
+  ): Promise<TransactionalOutcome> {
+    if (this.#settled) return 'lease-lost';
+    const stored = this.prepare(response);
+    if (stored === undefined) return 'not-stored';
+    const startedMs = performance.now();
+    // Stop renewing now: the row is locked by the host's transaction until it commits, and a renewal from
+    // another connection would wait for it, then find the record completed and report a lost lease.
+    this.#settle();
+    // Until `finish` sees the answer that went out, the commit is not known: if `finalize` throws, or the
+    // transaction fails later, the host answers otherwise and `finish` releases the key.
+    this.#storedExternally = stored.status;
+    const { scope, key, owner } = this;
+    const finalized = await finalize({
+      scope,
+      key,
+      owner,
+      response: stored,
+      nowMs: this.#runtime.clock.nowMs(),
+    });
+    const durationMs = performance.now() - startedMs;
+    if (!finalized) {
+      this.#storedExternally = undefined; // not ours any more: nothing to release
+      this.#runtime.emit({ type: 'lease-lost', scope, key, phase: 'finalize', durationMs });
+      return 'lease-lost';
+    }
+    this.#runtime.emit({ type: 'finalized', scope, key, status: stored.status, external: true, durationMs });
+    return 'finalized';
+  }
+
   markFinalized(status: number): void {
     if (this.#settle()) {
       this.#runtime.emit({
@@ -160,6 +251,7 @@ export class ReservedExecution implements Execution {
   }
 
   async finish(response: CapturedResponse): Promise<FinishOutcome> {
+    if (this.#storedExternally !== undefined) return this.#afterExternal(response.status);
     if (!this.#settle()) return 'already-settled';
     const stored = this.prepare(response);
     if (stored === undefined) return this.#release('status', response.status);
@@ -194,8 +286,40 @@ export class ReservedExecution implements Execution {
     }
   }
 
+  /**
+   * The host finalized in its transaction; now its answer goes out. The same status means the transaction
+   * committed what it stored. Another status (or an abort) means it failed after the finalize was written
+   * (the commit itself, or a later statement), so the record is most likely still in flight and ours: release
+   * it. The release is owner-fenced and never deletes a completed record, so it changes nothing if the commit
+   * did succeed.
+   */
+  async #afterExternal(status: number | undefined): Promise<FinishOutcome> {
+    const stored = this.#storedExternally;
+    this.#storedExternally = undefined;
+    if (stored === undefined) return 'already-settled';
+    if (status === stored) return 'finalized';
+    try {
+      const { value: released, durationMs } = await this.#runtime.callStore('release', this, () =>
+        this.#runtime.store.release({ scope: this.scope, key: this.key, owner: this.owner }),
+      );
+      if (!released) return 'finalized'; // the commit went through after all
+      this.#runtime.emit({
+        type: 'released',
+        scope: this.scope,
+        key: this.key,
+        reason: 'aborted',
+        durationMs,
+        ...(status === undefined ? {} : { status }),
+      });
+      return 'released';
+    } catch {
+      return 'store-error';
+    }
+  }
+
   async abort(): Promise<void> {
-    if (this.#settle()) await this.#release('aborted');
+    if (this.#storedExternally !== undefined) await this.#afterExternal(undefined);
+    else if (this.#settle()) await this.#release('aborted');
   }
 
   clientGone(): void {
@@ -263,44 +387,5 @@ export class ReservedExecution implements Execution {
           this.#renewing = false; // reported as a store-error event; the next beat tries again
         },
       );
-  }
-}
-
-/**
- * One timer for every running execution of a coordinator, instead of one per request: it ticks every half
- * interval while anything runs, and renews each execution whose lease was last set an interval ago or more.
- * (With the default lease of three intervals, a lease is renewed at the latest 1.5 intervals after it was
- * set, well before it lapses.)
- */
-export class HeartbeatScheduler {
-  readonly #intervalMs: number;
-  readonly #running = new Set<ReservedExecution>();
-  #timer: NodeJS.Timeout | undefined;
-
-  constructor(intervalMs: number) {
-    this.#intervalMs = intervalMs;
-  }
-
-  add(execution: ReservedExecution): void {
-    this.#running.add(execution);
-    if (this.#timer === undefined) {
-      this.#timer = setInterval(() => this.#tick(), this.#intervalMs / 2);
-      this.#timer.unref();
-    }
-  }
-
-  remove(execution: ReservedExecution): void {
-    this.#running.delete(execution);
-    if (this.#running.size === 0) {
-      clearInterval(this.#timer);
-      this.#timer = undefined;
-    }
-  }
-
-  #tick(): void {
-    const dueMs = performance.now() - this.#intervalMs;
-    for (const execution of this.#running) {
-      if (execution.renewedAtMs <= dueMs) execution.beat();
-    }
   }
 }

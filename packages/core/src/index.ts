@@ -11,16 +11,27 @@ export {
   ErrorCode,
   IdemError,
   type IdemErrorOptions,
+  IdemInProgressError,
+  IdemKeyError,
+  IdemKeyInvalidError,
+  IdemKeyMissingError,
+  IdemKeyReusedError,
   IdempotencyInProgressError,
   IdempotencyKeyError,
   IdempotencyKeyReusedError,
+  IdemStoreLimitError,
+  IdemStoreUnavailableError,
   isIdemError,
   isStoreLimitError,
-  StoreLimitError,
   StoreUnavailableError,
 } from './errors.js';
-export type { IdempotencyEvent, IdempotencyEventListener, StoreOperation } from './events.js';
-export type { Execution, FinishOutcome, RecordContext } from './execution.js';
+export {
+  type IdempotencyEvent,
+  type IdempotencyEventListener,
+  type StoreOperation,
+  safeListener,
+} from './events.js';
+export type { Execution, FinishOutcome, RecordContext, TransactionalOutcome } from './execution.js';
 export {
   defaultFinalizationRule,
   type FinalizationAction,

@@ -174,7 +174,7 @@ export interface IdempotencyStore {
 
   /**
    * What this store can hold. A value beyond what the backend holds (declared here or not) MUST be refused
-   * with a `StoreLimitError` (from this package) before it reaches the backend, never truncated or mangled: the
+   * with a `IdemStoreLimitError` (from this package) before it reaches the backend, never truncated or mangled: the
    * coordinator answers that with a non-retryable 4xx, where any other exception reads as an outage.
    */
   readonly limits?: StoreLimits;

@@ -1,12 +1,14 @@
 import {
   type Clock,
   decideReservation,
+  type IdempotencyEventListener,
   type IdempotencyRecord,
   type IdempotencyStore,
+  IdemStoreLimitError,
   newReservation,
   type ReserveParams,
   type ReserveResult,
-  StoreLimitError,
+  safeListener,
   systemClock,
 } from '@idem/core';
 import { LRUCache } from 'lru-cache';
@@ -31,7 +33,12 @@ export interface MemoryStoreOptions {
   readonly sweepIntervalMs?: number | false;
   /** The clock of the sweep. @default the system clock */
   readonly clock?: Clock;
-  /** Called for each completed record evicted for capacity. */
+  /**
+   * Receives an `evicted` event for each completed record dropped for capacity (the same events as the
+   * coordinator's `onEvent`: pass one listener to both).
+   */
+  readonly onEvent?: IdempotencyEventListener;
+  /** @deprecated Use `onEvent` (an `evicted` event); this option goes in the next minor release. */
   readonly onEvict?: (event: EvictionEvent) => void;
 }
 
@@ -57,6 +64,7 @@ const idOf = (scope: string, key: string): string => `${scope.length}:${scope}${
  */
 export function createMemoryStore(options: MemoryStoreOptions = {}): MemoryStore {
   const clock = options.clock ?? systemClock;
+  const emit = safeListener(options.onEvent);
   const inFlight = new Map<string, IdempotencyRecord>();
   const maxSizeBytes = options.maxSizeBytes;
   if (maxSizeBytes !== undefined && !(maxSizeBytes > RECORD_OVERHEAD_BYTES)) {
@@ -69,7 +77,9 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): MemoryStore
     ...(maxSizeBytes === undefined ? {} : { maxSize: maxSizeBytes, sizeCalculation: sizeOf }),
     dispose: (record, _id, reason) => {
       if (reason === 'evict') {
-        options.onEvict?.({ scope: record.scope, key: record.key, reason: 'capacity' });
+        const event = { scope: record.scope, key: record.key, reason: 'capacity' } as const;
+        emit({ type: 'evicted', ...event });
+        options.onEvict?.(event);
       }
     },
   });
@@ -145,7 +155,7 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): MemoryStore
       // The cache would drop a record larger than its whole bound without a word, and the retry would run
       // again: refuse it instead, so the coordinator releases the key in the open.
       if (maxSizeBytes !== undefined && sizeOf(done) > maxSizeBytes) {
-        throw new StoreLimitError(
+        throw new IdemStoreLimitError(
           `a response of ${sizeOf(done)} bytes does not fit the memory store's maxSizeBytes of ${maxSizeBytes}`,
         );
       }

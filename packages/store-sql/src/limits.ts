@@ -1,4 +1,9 @@
-import { type FinalizeParams, type ReserveParams, type StoredResponse, StoreLimitError } from '@idem/core';
+import {
+  type FinalizeParams,
+  IdemStoreLimitError,
+  type ReserveParams,
+  type StoredResponse,
+} from '@idem/core';
 
 /** The longest scope, key, fingerprint or owner the table holds, in characters. */
 export const MAX_IDENTIFIER_CHARS = 255;
@@ -6,25 +11,26 @@ export const MAX_IDENTIFIER_CHARS = 255;
 export const MAX_HEADERS_BYTES = 65_535;
 
 /**
- * Raised for a value the table cannot hold: the store refuses it before any SQL, instead of letting a database
- * truncate it, mangle it or fail with an error that reads as an outage. The coordinator answers it with a
- * non-retryable 4xx (`IDEMPOTENCY_STORE_LIMIT`).
+ * A value the table cannot hold is refused with core's `IdemStoreLimitError` before any SQL, instead of letting
+ * a database truncate it, mangle it or fail with an error that reads as an outage.
+ * @deprecated Match `isStoreLimitError(error)` (or `IdemStoreLimitError`) from `@idem/core`; this name goes in
+ * the next minor release.
  */
-export class SqlStoreLimitError extends StoreLimitError {}
+export const SqlStoreLimitError = IdemStoreLimitError;
 
 function checkIdentifier(field: string, value: string): void {
   if (value.length > MAX_IDENTIFIER_CHARS) {
-    throw new SqlStoreLimitError(
+    throw new IdemStoreLimitError(
       `${field} has ${value.length} characters; the SQL store holds at most ${MAX_IDENTIFIER_CHARS}`,
     );
   }
   // PostgreSQL text cannot hold NUL at all; refused on every dialect so that a scope works on all of them.
   if (value.includes('\u0000')) {
-    throw new SqlStoreLimitError(`${field} contains a NUL character, which the SQL store cannot hold`);
+    throw new IdemStoreLimitError(`${field} contains a NUL character, which the SQL store cannot hold`);
   }
   // A lone surrogate would be written as U+FFFD by every driver: two different scopes would become one.
   if (!value.isWellFormed()) {
-    throw new SqlStoreLimitError(`${field} is not well-formed Unicode (a lone surrogate)`);
+    throw new IdemStoreLimitError(`${field} is not well-formed Unicode (a lone surrogate)`);
   }
 }
 
@@ -39,7 +45,7 @@ export function checkReserve(params: ReserveParams): void {
   checkIdentifier('fingerprint', params.fingerprint);
   for (const field of ['nowMs', 'leaseUntilMs', 'expiresAtMs'] as const) {
     if (!Number.isSafeInteger(params[field])) {
-      throw new SqlStoreLimitError(
+      throw new IdemStoreLimitError(
         `${field} must be an integer number of epoch milliseconds, got ${params[field]}`,
       );
     }
@@ -51,7 +57,7 @@ export function checkResponse(params: FinalizeParams, maxBodyBytes: number): str
   checkRef(params);
   const response: StoredResponse = params.response;
   if (!Number.isInteger(response.status) || response.status < 100 || response.status > 999) {
-    throw new SqlStoreLimitError(`response status ${response.status} is not an HTTP status code`);
+    throw new IdemStoreLimitError(`response status ${response.status} is not an HTTP status code`);
   }
   // Escaped to ASCII so that the column's character set (latin1 on a default MariaDB) cannot mangle a value.
   const headers = JSON.stringify(response.headers).replace(
@@ -59,12 +65,12 @@ export function checkResponse(params: FinalizeParams, maxBodyBytes: number): str
     (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`,
   );
   if (Buffer.byteLength(headers) > MAX_HEADERS_BYTES) {
-    throw new SqlStoreLimitError(
+    throw new IdemStoreLimitError(
       `response headers take ${Buffer.byteLength(headers)} bytes; at most ${MAX_HEADERS_BYTES}`,
     );
   }
   if (response.body !== null && response.body.byteLength > maxBodyBytes) {
-    throw new SqlStoreLimitError(
+    throw new IdemStoreLimitError(
       `response body has ${response.body.byteLength} bytes; this store holds at most ${maxBodyBytes}`,
     );
   }

@@ -2,8 +2,8 @@ import {
   decideReservation,
   type IdempotencyRecord,
   type IdempotencyStore,
+  IdemStoreLimitError,
   newReservation,
-  StoreLimitError,
   type StoreOperation,
 } from '@idem/core';
 
@@ -25,7 +25,7 @@ export function createTestStore() {
     calls.push(operation);
     const fault = faults.get(operation);
     if (fault === 'throw') throw new Error(`injected ${operation} failure`);
-    if (fault === 'limit') throw new StoreLimitError(`injected ${operation} limit`);
+    if (fault === 'limit') throw new IdemStoreLimitError(`injected ${operation} limit`);
     if (fault === 'hang') await new Promise<void>((resolve) => hung.push(resolve));
   }
 
