@@ -3,7 +3,11 @@
 import { execFileSync } from 'node:child_process';
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 
-const dialects = { postgres: ['postgresql', 'pg'], mysql: ['mysql', 'mysql'], sqlite: ['sqlite', 'sqlite'] };
+const dialects = {
+  postgres: ['postgresql', 'postgres'],
+  mysql: ['mysql', 'mysql'],
+  sqlite: ['sqlite', 'sqlite'],
+};
 const root = new URL('..', import.meta.url).pathname;
 const embedded = {};
 for (const [name, [kitDialect, dir]] of Object.entries(dialects)) {

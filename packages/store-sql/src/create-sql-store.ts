@@ -5,10 +5,12 @@ import {
   type ReserveParams,
   type ReserveResult,
 } from '@idem/core';
-import type { Dialect } from './dialects/dialect.js';
-import { type MySqlDb, mysql } from './dialects/mysql.js';
-import { type PgDb, postgres } from './dialects/postgres.js';
-import { type SqliteDb, sqlite, sqliteSync } from './dialects/sqlite.js';
+import type { Dialect, DialectName } from './dialects/dialect.js';
+import { type MysqlDb, mysql } from './dialects/mysql.js';
+import { type PostgresDb, postgres } from './dialects/postgres.js';
+import { type SqliteDb, sqlite } from './dialects/sqlite.js';
+import type { Driver } from './drivers/driver.js';
+import { driverOf } from './drivers/index.js';
 import { checkRef, checkReserve, checkResponse } from './limits.js';
 import { toBuffer, toRecord } from './row.js';
 import { type FinalizeValues, finalizeShape, loadShape, releaseShape, renewShape } from './statements.js';
@@ -21,10 +23,10 @@ export interface SqlStoreOptions {
   readonly maxBodyBytes?: number;
 }
 
-export interface PgStoreOptions extends SqlStoreOptions {
+export interface PostgresStoreOptions extends SqlStoreOptions {
   readonly dialect: 'postgres';
 }
-export interface MySqlStoreOptions extends SqlStoreOptions {
+export interface MysqlStoreOptions extends SqlStoreOptions {
   readonly dialect: 'mysql';
 }
 export interface SqliteStoreOptions extends SqlStoreOptions {
@@ -41,71 +43,61 @@ export interface SqlStore<Tx, Done> extends IdempotencyStore {
   /**
    * Finalize inside the caller's own transaction, so that the caller's writes and the idempotency record
    * commit together. Owner-fenced like `finalize`: when it returns `false` the reservation was lost and the
-   * caller MUST roll back, or the work could be committed twice.
+   * caller MUST roll back, or the work could be committed twice. With a coordinator, hand it to
+   * `execution.finalizeWith(response, (params) => store.finalizeInTransaction(tx, params))`.
    */
   finalizeInTransaction(tx: Tx, params: FinalizeParams): Done;
 }
 
 type TxOf<Db> = Db extends { transaction(fn: (tx: infer T) => infer _R): unknown } ? T : never;
 
+const DIALECTS: Record<DialectName, Dialect> = { postgres, mysql, sqlite };
 const DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024;
 const RESERVE_ATTEMPTS = 5;
 
 /**
- * Create a store over the user's own Drizzle database. The store never opens or closes the connection; create
- * the table first with {@link ensureSchema} or the shipped drizzle-kit migrations.
+ * Create a store over the user's own Drizzle database: node-postgres, PGlite or postgres-js for PostgreSQL,
+ * mysql2 for MySQL / MariaDB, better-sqlite3 for SQLite (any other driver is refused with a TypeError). The
+ * store never opens or closes the connection; create the table first with {@link ensureSchema} or the
+ * shipped drizzle-kit migrations.
  *
  * @example
  * const db = drizzle(new pg.Pool({ connectionString }));
  * await ensureSchema(db, { dialect: 'postgres' });
  * const store = createSqlStore(db, { dialect: 'postgres' });
  */
-export function createSqlStore<Db extends PgDb>(
+export function createSqlStore<Db extends PostgresDb>(
   db: Db,
-  options: PgStoreOptions,
+  options: PostgresStoreOptions,
 ): SqlStore<TxOf<Db>, Promise<boolean>>;
-export function createSqlStore<Db extends MySqlDb>(
+export function createSqlStore<Db extends MysqlDb>(
   db: Db,
-  options: MySqlStoreOptions,
+  options: MysqlStoreOptions,
 ): SqlStore<TxOf<Db>, Promise<boolean>>;
+// A SQLite transaction may be Drizzle's (synchronous) or one the host opened itself on the connection
+// (`BEGIN IMMEDIATE` for async work): either way, any synchronous SQLite database runs the finalize.
 export function createSqlStore<Db extends SqliteDb>(
   db: Db,
   options: SqliteStoreOptions,
-): SqlStore<TxOf<Db>, boolean>;
+): SqlStore<SqliteDb, boolean>;
 export function createSqlStore(
-  db: PgDb | MySqlDb | SqliteDb,
-  options: PgStoreOptions | MySqlStoreOptions | SqliteStoreOptions,
+  db: PostgresDb | MysqlDb | SqliteDb,
+  options: PostgresStoreOptions | MysqlStoreOptions | SqliteStoreOptions,
 ): SqlStore<unknown, unknown> {
   const table = checkTableName(options.table ?? DEFAULT_TABLE);
   const maxBodyBytes = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
-  switch (options.dialect) {
-    case 'postgres':
-      return build(postgres, db as PgDb, table, maxBodyBytes);
-    case 'mysql':
-      return build(mysql, db as MySqlDb, table, maxBodyBytes);
-    case 'sqlite': {
-      const store = build(sqlite, db as SqliteDb, table, maxBodyBytes);
-      return {
-        ...store,
-        finalizeInTransaction: (tx, params) => {
-          const headers = checkResponse(params, maxBodyBytes);
-          return (
-            sqliteSync.shapeAffected(
-              tx as SqliteDb,
-              table,
-              finalizeShape,
-              finalizeValues(sqlite, params, headers),
-            ) === 1
-          );
-        },
-      };
-    }
-    default:
-      throw new TypeError(`unknown dialect ${(options as { dialect: unknown }).dialect}`);
+  const dialect = DIALECTS[options.dialect];
+  if (dialect === undefined) throw new TypeError(`unknown dialect ${JSON.stringify(options.dialect)}`);
+  const driver = driverOf(db);
+  if (driver.dialect !== dialect.name) {
+    throw new TypeError(
+      `dialect '${dialect.name}' was given a ${driver.name} database, which speaks ${driver.dialect}`,
+    );
   }
+  return build(driver, dialect, db, table, maxBodyBytes);
 }
 
-function finalizeValues<Db>(dialect: Dialect<Db>, params: FinalizeParams, headers: string): FinalizeValues {
+function finalizeValues(dialect: Dialect, params: FinalizeParams, headers: string): FinalizeValues {
   const { status, body, bodyOmitted } = params.response;
   return {
     scope: params.scope,
@@ -119,18 +111,24 @@ function finalizeValues<Db>(dialect: Dialect<Db>, params: FinalizeParams, header
   };
 }
 
-function build<Db>(dialect: Dialect<Db>, db: Db, table: string, maxBodyBytes: number): SqlStore<Db, unknown> {
+function build(
+  driver: Driver,
+  dialect: Dialect,
+  db: unknown,
+  table: string,
+  maxBodyBytes: number,
+): SqlStore<unknown, unknown> {
   async function reserve(params: ReserveParams): Promise<ReserveResult> {
     checkReserve(params);
     // A dialect reserves in atomic steps; when the record changed between them (released, purged, taken by
     // another caller) it says so, and the next round starts from what is there now.
     for (let attempt = 0; attempt < RESERVE_ATTEMPTS; attempt++) {
-      const outcome = await dialect.reserve(db, table, params);
+      const outcome = await dialect.reserve(driver, db, table, params);
       if (outcome.kind === 'created') {
         return { outcome: 'reserved', record: newReservation(params), tookOver: false };
       }
       if (outcome.kind === 'retry') continue;
-      const row = outcome.row ?? (await dialect.shapeRows(db, table, loadShape, params))[0];
+      const row = outcome.row ?? (await driver.run(db, table, loadShape, params)).rows[0];
       if (row === undefined) continue; // released or purged in between: try again
       const record = toRecord(row);
       if (outcome.kind === 'exists') return { outcome: 'exists', record };
@@ -141,41 +139,43 @@ function build<Db>(dialect: Dialect<Db>, db: Db, table: string, maxBodyBytes: nu
     throw new Error(`reserve did not settle after ${RESERVE_ATTEMPTS} attempts (the record keeps changing)`);
   }
 
+  /** The finalize statement's values, after checking what the table can hold. */
+  const finalizing = (params: FinalizeParams): FinalizeValues =>
+    finalizeValues(dialect, params, checkResponse(params, maxBodyBytes));
+
   return {
     limits: { maxBodyBytes },
     reserve,
     async load(ref) {
       checkRef(ref);
-      const [row] = await dialect.shapeRows(db, table, loadShape, ref);
+      const [row] = (await driver.run(db, table, loadShape, ref)).rows;
       return row === undefined ? undefined : toRecord(row);
     },
     async finalize(params) {
-      const headers = checkResponse(params, maxBodyBytes);
-      return (
-        (await dialect.shapeAffected(db, table, finalizeShape, finalizeValues(dialect, params, headers))) ===
-        1
-      );
+      return (await driver.run(db, table, finalizeShape, finalizing(params))).affected === 1;
     },
-    async finalizeInTransaction(tx, params) {
-      const headers = checkResponse(params, maxBodyBytes);
-      return (
-        (await dialect.shapeAffected(tx, table, finalizeShape, finalizeValues(dialect, params, headers))) ===
-        1
-      );
+    finalizeInTransaction(tx, params) {
+      const txDriver = driverOf(tx);
+      // SQLite transactions are synchronous: the finalize must be too, to run inside one.
+      if (txDriver.runSync !== undefined) {
+        return txDriver.runSync(tx, table, finalizeShape, finalizing(params)).affected === 1;
+      }
+      return (async () =>
+        (await txDriver.run(tx, table, finalizeShape, finalizing(params))).affected === 1)();
     },
     async release(ref) {
       checkRef(ref);
-      return (await dialect.shapeAffected(db, table, releaseShape, ref)) === 1;
+      return (await driver.run(db, table, releaseShape, ref)).affected === 1;
     },
     async renewLease(params) {
       checkRef(params);
-      return (await dialect.shapeAffected(db, table, renewShape, params)) === 1;
+      return (await driver.run(db, table, renewShape, params)).affected === 1;
     },
     async purgeExpired(params) {
       if (!Number.isSafeInteger(params.limit) || params.limit < 1) {
         throw new RangeError(`limit must be a positive integer, got ${params.limit}`);
       }
-      return dialect.purge(db, table, params);
+      return (await driver.execute(db, dialect.purge(table, params))).affected;
     },
   };
 }

@@ -1,8 +1,6 @@
 import { sql } from 'drizzle-orm';
-import type { MySqlDb } from './dialects/mysql.js';
-import type { PgDb } from './dialects/postgres.js';
-import type { SqliteDb } from './dialects/sqlite.js';
 import { migrations } from './migrations.generated.js';
+import { type SupportedDb, sqlRun } from './sql-runner.js';
 import { checkTableName, DEFAULT_TABLE } from './table-name.js';
 
 export type EnsureSchemaOptions =
@@ -44,10 +42,7 @@ function alreadyThere(error: unknown): boolean {
  * Create the records table and its index if they do not exist. Explicit and async: call it at start-up or
  * from your migration step, never implicitly. Safe to run from many nodes at once.
  */
-export async function ensureSchema(
-  db: PgDb | MySqlDb | SqliteDb,
-  options: EnsureSchemaOptions,
-): Promise<void> {
+export async function ensureSchema(db: SupportedDb, options: EnsureSchemaOptions): Promise<void> {
   for (const statement of schemaStatements(options.dialect, options.table)) {
     const query = sql.raw(
       options.dialect === 'mysql'
@@ -55,8 +50,7 @@ export async function ensureSchema(
         : statement,
     );
     try {
-      if (options.dialect === 'sqlite') (db as SqliteDb).run(query);
-      else await (db as PgDb).execute(query); // PostgreSQL and MySQL Drizzle databases both execute SQL
+      await sqlRun(db, query);
     } catch (error) {
       if (!alreadyThere(error)) throw error;
     }

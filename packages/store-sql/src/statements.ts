@@ -1,6 +1,7 @@
 import type { OwnedRecordRef, RecordRef, RenewLeaseParams } from '@idem/core';
 import { type SQL, sql } from 'drizzle-orm';
 import { COLUMNS } from './row.js';
+import type { Shape } from './statement-cache.js';
 
 // Statements that read the same on every dialect. Identifiers go through sql.identifier, so each dialect
 // quotes them its own way ("x" or `x`) when the query is built.
@@ -16,15 +17,6 @@ const whereRecord = (ref: RecordRef): SQL =>
 /** The record is in flight and held by this owner: the fence of finalize, release and renewLease. */
 const whereOwned = (ref: OwnedRecordRef): SQL =>
   sql`${whereRecord(ref)} AND ${sql.identifier('owner')} = ${ref.owner} AND ${sql.identifier('response_status')} IS NULL`;
-
-/**
- * A statement whose text depends only on the table: its values are bound per call. Dialects that can keep a
- * prepared statement (SQLite) build it once per table with placeholders; the others build it per call.
- */
-export interface Shape<V> {
-  readonly id: string;
-  build(table: string, values: V): SQL;
-}
 
 /** The values of a finalize, flat so that each can be a placeholder. */
 export interface FinalizeValues extends OwnedRecordRef {
@@ -65,6 +57,3 @@ export const renewShape: Shape<RenewLeaseParams> = {
   ) => sql`UPDATE ${sql.identifier(table)} SET ${sql.identifier('lease_until_ms')} = ${v.leaseUntilMs}
     WHERE ${whereOwned(v)}`,
 };
-
-/** The load statement with its values (for dialect code that reads a row back). */
-export const loadStatement = (table: string, ref: RecordRef): SQL => loadShape.build(table, ref);

@@ -15,7 +15,7 @@ const packageDir = new URL('..', import.meta.url).pathname;
 describe('shipped migrations', () => {
   test('ensureSchema embeds exactly the SQL files drizzle-kit generated', () => {
     for (const [dialect, dir] of [
-      ['postgres', 'pg'],
+      ['postgres', 'postgres'],
       ['mysql', 'mysql'],
       ['sqlite', 'sqlite'],
     ] as const) {
@@ -30,7 +30,7 @@ describe('shipped migrations', () => {
 
   test('the migrations are up to date with the schema (drizzle-kit finds nothing to generate)', () => {
     for (const [dialect, dir] of [
-      ['postgresql', 'pg'],
+      ['postgresql', 'postgres'],
       ['mysql', 'mysql'],
       ['sqlite', 'sqlite'],
     ]) {

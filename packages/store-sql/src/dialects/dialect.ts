@@ -1,7 +1,10 @@
 import type { PurgeParams, ReserveParams } from '@idem/core';
 import type { SQL } from 'drizzle-orm';
+import type { Driver } from '../drivers/driver.js';
 import type { RawRow } from '../row.js';
-import type { Shape } from '../statements.js';
+
+/** The SQL dialects the store speaks; one name each, in options, folders and types. */
+export type DialectName = 'postgres' | 'mysql' | 'sqlite';
 
 /**
  * What a dialect's reserve did: `created` (inserted, or replaced an expired record: the record is exactly
@@ -14,20 +17,13 @@ export type ReserveOutcome =
   | { readonly kind: 'retry' }
   | { readonly kind: 'tookOver' | 'exists'; readonly row?: RawRow | undefined };
 
-/** What differs between databases: how to run a statement, a few value encodings, reserve and purge. */
-export interface Dialect<Db> {
-  readonly name: 'postgres' | 'mysql' | 'sqlite';
-  /** Run a statement that returns rows. */
-  rows(db: Db, statement: SQL): Promise<RawRow[]>;
-  /** Run a statement and return how many rows it matched. */
-  affected(db: Db, statement: SQL): Promise<number>;
-  /** Run a shaped statement that returns rows (a dialect may keep it prepared). */
-  shapeRows<V>(db: Db, table: string, shape: Shape<V>, values: V): Promise<RawRow[]>;
-  /** Run a shaped statement and return how many rows it matched. */
-  shapeAffected<V>(db: Db, table: string, shape: Shape<V>, values: V): Promise<number>;
+/** The grammar of one SQL dialect: how reserve decides, and how a batch of expired records is deleted. */
+export interface Dialect {
+  readonly name: DialectName;
   /** How a boolean is bound. */
   bool(value: boolean): unknown;
-  /** Run the single reserve statement and say what it did. */
-  reserve(db: Db, table: string, params: ReserveParams): Promise<ReserveOutcome>;
-  purge(db: Db, table: string, params: PurgeParams): Promise<number>;
+  /** Reserve through `driver`, in as few atomic statements as the dialect allows. */
+  reserve(driver: Driver, db: unknown, table: string, params: ReserveParams): Promise<ReserveOutcome>;
+  /** Delete at most `limit` records that expired before `beforeMs`. */
+  purge(table: string, params: PurgeParams): SQL;
 }

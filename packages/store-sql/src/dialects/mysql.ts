@@ -1,19 +1,13 @@
-import { decideReservation, type PurgeParams, type ReserveParams } from '@idem/core';
+import { decideReservation, type ReserveParams } from '@idem/core';
 import { type SQL, sql } from 'drizzle-orm';
-import { type MySqlDatabase, MySqlDialect } from 'drizzle-orm/mysql-core';
-import { bindShape, type CompiledShape, compileShape } from '../compiled.js';
-import { type RawRow, toRecord } from '../row.js';
-import { columnList, loadShape, type Shape } from '../statements.js';
+import type { MySqlDatabase } from 'drizzle-orm/mysql-core';
+import { toRecord } from '../row.js';
+import type { Shape } from '../statement-cache.js';
+import { columnList, loadShape } from '../statements.js';
 import type { Dialect, ReserveOutcome } from './dialect.js';
 
-// biome-ignore lint/suspicious/noExplicitAny: any mysql2 Drizzle database.
-export type MySqlDb = MySqlDatabase<any, any, any, any>;
-
-interface ResultHeader {
-  affectedRows: number;
-  insertId: number;
-  info?: string;
-}
+// biome-ignore lint/suspicious/noExplicitAny: any MySQL / MariaDB Drizzle database (mysql2).
+export type MysqlDb = MySqlDatabase<any, any, any, any>;
 
 const id = sql.identifier;
 
@@ -70,75 +64,28 @@ function upsertReserve(table: string, p: ReserveParams): SQL {
       ${id('expires_at_ms')} = IF(${outcome} = ${REPLACED}, VALUES(${id('expires_at_ms')}), ${id('expires_at_ms')})`;
 }
 
-/** mysql2's promise Pool, as Drizzle's `$client` exposes it. */
-interface Mysql2Pool {
-  execute(text: string, values: unknown[]): Promise<[unknown, unknown]>;
-  getConnection: unknown;
-}
-
-const renderer = new MySqlDialect();
-const compiledShapes = new Map<string, CompiledShape>();
-
-/**
- * On a mysql2 pool, shaped statements run through `execute`: a server-side prepared statement per connection,
- * parsed once, and not re-rendered by Drizzle. Transactions go through Drizzle.
- */
-async function onPool<V>(db: MySqlDb, table: string, shape: Shape<V>, values: V): Promise<unknown> {
-  const pool = (db as { $client?: Partial<Mysql2Pool> }).$client;
-  if (typeof pool?.execute !== 'function' || pool.getConnection === undefined) {
-    return ((await db.execute(shape.build(table, values))) as unknown as [unknown])[0];
-  }
-  const id = `${table}\u0000${shape.id}`;
-  let compiled = compiledShapes.get(id);
-  if (compiled === undefined) {
-    compiled = compileShape(renderer, shape, table);
-    compiledShapes.set(id, compiled);
-  }
-  return (await (pool as Mysql2Pool).execute(compiled.text, bindShape(compiled, values as object)))[0];
-}
-
-function matchedRows(header: ResultHeader): number {
-  // With the FOUND_ROWS client flag off, an UPDATE that leaves a row as it was counts 0; the server's
-  // "Rows matched" is what the fence needs either way.
-  const matched = header.info === undefined ? undefined : /Rows matched: (\d+)/.exec(header.info)?.[1];
-  return matched === undefined ? header.affectedRows : Number(matched);
-}
-
 const insertShape: Shape<ReserveParams> = { id: 'insert', build: insertReservation };
 const upsertShape: Shape<ReserveParams> = { id: 'upsert', build: upsertReserve };
 
-export const mysql: Dialect<MySqlDb> = {
+export const mysql: Dialect = {
   name: 'mysql',
-  async rows(db, statement) {
-    const [rows] = (await db.execute(statement)) as unknown as [RawRow[]];
-    return rows;
-  },
-  async affected(db, statement) {
-    const [header] = (await db.execute(statement)) as unknown as [ResultHeader];
-    return matchedRows(header);
-  },
-  async shapeRows(db, table, shape, values) {
-    return (await onPool(db, table, shape, values)) as RawRow[];
-  },
-  async shapeAffected(db, table, shape, values) {
-    return matchedRows((await onPool(db, table, shape, values)) as ResultHeader);
-  },
   bool: (value) => value,
-  async reserve(db, table, params): Promise<ReserveOutcome> {
+  async reserve(driver, db, table, params): Promise<ReserveOutcome> {
     // A fresh key, the common case, is a plain INSERT: under concurrency InnoDB runs it markedly faster than
     // the upsert below (which takes next-key locks). A duplicate costs one read, and answers `exists` at
     // once when the record is clearly not ours to take; only an expired or lapsed record needs the upsert.
     try {
-      await onPool(db, table, insertShape, params);
+      await driver.run(db, table, insertShape, params);
       return { kind: 'created' };
     } catch (error) {
       if (!isDuplicateKey(error)) throw error;
     }
-    const [row] = await this.shapeRows(db, table, loadShape, params);
+    const [row] = (await driver.run(db, table, loadShape, params)).rows;
     if (row !== undefined && decideReservation(toRecord(row), params) === 'keep')
       return { kind: 'exists', row };
-    const header = (await onPool(db, table, upsertShape, params)) as ResultHeader;
-    switch (header.insertId) {
+    // The outcome comes back as the OK packet's insert id (see upsertReserve).
+    const { insertId } = await driver.run(db, table, upsertShape, params);
+    switch (insertId) {
       case 0:
       case REPLACED:
         return { kind: 'created' };
@@ -147,13 +94,9 @@ export const mysql: Dialect<MySqlDb> = {
       case EXISTS:
         return { kind: 'exists' };
       default:
-        throw new Error(`unexpected reserve outcome ${header.insertId} from the server`);
+        throw new Error(`unexpected reserve outcome ${insertId} from the server`);
     }
   },
-  async purge(db, table, { beforeMs, limit }: PurgeParams) {
-    return this.affected(
-      db,
-      sql`DELETE FROM ${id(table)} WHERE ${id('expires_at_ms')} < ${beforeMs} LIMIT ${limit}`,
-    );
-  },
+  purge: (table, { beforeMs, limit }) =>
+    sql`DELETE FROM ${id(table)} WHERE ${id('expires_at_ms')} < ${beforeMs} LIMIT ${limit}`,
 };

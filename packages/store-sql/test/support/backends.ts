@@ -11,8 +11,10 @@ import { drizzle as sqliteDrizzle } from 'drizzle-orm/better-sqlite3';
 import { drizzle as mysqlDrizzle } from 'drizzle-orm/mysql2';
 import { drizzle as pgDrizzle } from 'drizzle-orm/node-postgres';
 import { drizzle as pgliteDrizzle } from 'drizzle-orm/pglite';
+import { drizzle as postgresJsDrizzle } from 'drizzle-orm/postgres-js';
 import mysql from 'mysql2/promise';
 import pg from 'pg';
+import postgresJs from 'postgres';
 
 export const PG_URL = process.env.PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 export const MYSQL_URL = process.env.MYSQL_URL ?? 'mysql://root@127.0.0.1:3306/test';
@@ -67,6 +69,28 @@ export async function makePgStore(): Promise<StoreUnderTest> {
     async cleanup() {
       await db.execute(sql`DROP TABLE IF EXISTS ${sql.identifier(table)}`);
       await pool.end();
+    },
+  };
+}
+
+/** A fresh table on PostgreSQL through postgres-js; `connect` opens a second client on the same table. */
+export async function makePostgresJsStore(): Promise<StoreUnderTest> {
+  const table = uniqueTable();
+  const client = postgresJs(PG_URL, { max: 4, onnotice: () => {} });
+  const db = postgresJsDrizzle(client);
+  await ensureSchema(db, { dialect: 'postgres', table });
+  return {
+    store: createSqlStore(db, { dialect: 'postgres', table }),
+    async connect() {
+      const other = postgresJs(PG_URL, { max: 4, onnotice: () => {} });
+      return {
+        ...createSqlStore(postgresJsDrizzle(other), { dialect: 'postgres', table }),
+        close: () => other.end(),
+      };
+    },
+    async cleanup() {
+      await db.execute(sql`DROP TABLE IF EXISTS ${sql.identifier(table)}`);
+      await client.end();
     },
   };
 }

@@ -1,8 +1,10 @@
 import { decideReservation, type ReserveParams } from '@idem/core';
 import { sql } from 'drizzle-orm';
+import type { Driver } from '../drivers/driver.js';
 import { toRecord } from '../row.js';
-import { columnList, loadShape, type Shape } from '../statements.js';
-import type { Dialect, ReserveOutcome } from './dialect.js';
+import type { Shape } from '../statement-cache.js';
+import { columnList, loadShape } from '../statements.js';
+import type { ReserveOutcome } from './dialect.js';
 
 const id = sql.identifier;
 
@@ -58,23 +60,23 @@ export function reserveShapes(bool: (value: boolean) => unknown): ReserveShapes 
  *    lock, exactly what step 2 saw. Of concurrent callers one matches; the others find the row changed and
  *    start over (`retry`), then read the winner's record.
  */
-export async function reserveInSteps<Db>(
-  dialect: Dialect<Db>,
+export async function reserveInSteps(
+  driver: Driver,
   shapes: ReserveShapes,
-  db: Db,
+  db: unknown,
   table: string,
   params: ReserveParams,
 ): Promise<ReserveOutcome> {
-  if ((await dialect.shapeAffected(db, table, shapes.insert, params)) === 1) return { kind: 'created' };
-  const [row] = await dialect.shapeRows(db, table, loadShape, params);
+  if ((await driver.run(db, table, shapes.insert, params)).affected === 1) return { kind: 'created' };
+  const [row] = (await driver.run(db, table, loadShape, params)).rows;
   if (row === undefined) return { kind: 'retry' }; // released or purged since the insert met it
   switch (decideReservation(toRecord(row), params)) {
     case 'replace':
-      return (await dialect.shapeAffected(db, table, shapes.replace, params)) === 1
+      return (await driver.run(db, table, shapes.replace, params)).affected === 1
         ? { kind: 'created' }
         : { kind: 'retry' };
     case 'take-over': {
-      const [taken] = await dialect.shapeRows(db, table, shapes.takeOver, params);
+      const [taken] = (await driver.run(db, table, shapes.takeOver, params)).rows;
       return taken === undefined ? { kind: 'retry' } : { kind: 'tookOver', row: taken };
     }
     default:

@@ -15,9 +15,9 @@ const bytea = customType<{ data: Uint8Array; driverData: Uint8Array }>({ dataTyp
 /**
  * The PostgreSQL table of idempotency records, under the name you choose.
  *
- * @example export const idem = pgIdempotencyTable('idem_records'); // in your drizzle-kit schema
+ * @example export const idem = postgresIdempotencyTable('idem_records'); // in your drizzle-kit schema
  */
-export function pgIdempotencyTable(name: string) {
+export function postgresIdempotencyTable(name: string) {
   return pgTable(
     name,
     {
@@ -39,4 +39,4 @@ export function pgIdempotencyTable(name: string) {
 }
 
 /** The default PostgreSQL table, `idem_records`. */
-export const pgIdempotencyRecords = pgIdempotencyTable('idem_records');
+export const postgresIdempotencyRecords = postgresIdempotencyTable('idem_records');
