@@ -247,6 +247,169 @@ describe('64-bit ids on SQLite', () => {
   });
 });
 
+describe('64-bit ids: what a client may write, and what it may not', () => {
+  let node: Node;
+  beforeAll(async () => {
+    node = await startNode('sqlite::memory:');
+    await call(node.url, 'POST', '/v1/namespaces', { body: { namespace: ['longs'] } });
+  });
+  afterAll(async () => node.close());
+
+  const createTable = async (name: string, properties: Record<string, string> = {}) =>
+    expect(
+      (await call(node.url, 'POST', '/v1/namespaces/longs/tables', { body: { name, schema, properties } }))
+        .status,
+    ).toBe(200);
+
+  test('an id is the integer its text denotes: 1e18, 5.938174936372637281e18, 1.0 and -0 are exact', async () => {
+    await createTable('forms');
+    const added = await commit(
+      node,
+      'forms',
+      commitOf(
+        [],
+        [addSnapshot('1e18'), addSnapshot('5.938174936372637281e18'), addSnapshot('1.0'), addSnapshot('-0')],
+      ),
+    );
+    expect(added.status, added.text).toBe(200);
+    for (const id of ['1000000000000000000', '5938174936372637281', '1', '0'])
+      expect(added.text).toMatch(field('snapshot-id', id));
+    // The same id written another way is the same id.
+    const again = await commit(node, 'forms', commitOf([], [addSnapshot('59381749363726372810e-1')]));
+    expect(again.status).toBe(400);
+    expect(again.json().error.message).toBe('snapshot 5938174936372637281 already exists');
+    const main = await commit(node, 'forms', commitOf([], [setRef('main', '5938174936372637281e0')]));
+    expect(main.text).toMatch(field('current-snapshot-id', '5938174936372637281'));
+  });
+
+  test('a fraction a double rounds to an integer, or a number beyond a double, is a 400 naming the field', async () => {
+    for (const [raw, message] of [
+      ['5938174936372637279.5', 'body/updates/0/snapshot/snapshot-id must be integer'],
+      ['1.5', 'body/updates/0/snapshot/snapshot-id must be integer'],
+      ['1e400', 'body/updates/0/snapshot/snapshot-id is a number beyond the range of any Iceberg type'],
+      ['-1e400', 'body/updates/0/snapshot/snapshot-id is a number beyond the range of any Iceberg type'],
+    ] as const) {
+      const answer = await commit(node, 'forms', commitOf([], [addSnapshot(raw)]));
+      expect(answer.status, raw).toBe(400);
+      expect(answer.json().error.message).toBe(message);
+    }
+  });
+
+  test('a long where a string belongs (properties, summary) is a 400, not quietly stored', async () => {
+    const namespace = await call(node.url, 'POST', '/v1/namespaces', {
+      raw: `{"namespace":["props"],"properties":{"k":${JAVA}}}`,
+    });
+    expect(namespace.status).toBe(400);
+    expect(namespace.json().error.message).toBe('body/properties/k must be string');
+    const set = await commit(
+      node,
+      'forms',
+      commitOf([], [`{"action":"set-properties","updates":{"k":${JAVA}}}`]),
+    );
+    expect(set.status).toBe(400);
+    expect(set.json().error.message).toBe('body/updates/0/updates/k must be string');
+    const summary = await commit(
+      node,
+      'forms',
+      commitOf(
+        [],
+        [addSnapshot('77').replace('"operation":"append"', `"operation":"append","added-files":${JAVA}`)],
+      ),
+    );
+    expect(summary.status).toBe(400);
+  });
+
+  test('remove-snapshots with 45 000 ids in one body: exact membership, in time', async () => {
+    const ids = Array.from({ length: 45_000 }, (_, i) => (BigInt(JAVA) + BigInt(i) * 7n).toString());
+    const raw = commitOf([], [removeSnapshots('1000000000000000000', ...ids)]);
+    expect(raw.length).toBeLessThan(1024 * 1024);
+    const started = performance.now();
+    const answer = await commit(node, 'forms', raw);
+    expect(answer.status, answer.text).toBe(200);
+    expect(performance.now() - started).toBeLessThan(5_000);
+    const remaining = exact(answer).metadata.snapshots.map((s: Json) => s['snapshot-id']);
+    // 5938174936372637281 is not in the list (JAVA + 2), though doubles would say it is.
+    expect(remaining).toEqual([5938174936372637281n, 1, 0]);
+  });
+
+  test('no id travels in a path or query; an integer query parameter past int32 is a 400', async () => {
+    for (const size of ['2147483648', '9223372036854775807', '1e18']) {
+      const answer = await call(node.url, 'GET', `/v1/namespaces?pageSize=${size}`);
+      expect(answer.status, size).toBe(400);
+      expect(answer.json().error.message).toMatch(/^querystring\/pageSize must be/);
+    }
+  });
+
+  test('deep or out-of-range JSON in a registered file is a 400, never a crash of the recursive parser', async () => {
+    const register = (name: string, text: string) =>
+      call(node.url, 'POST', '/v1/namespaces/longs/register', {
+        body: { name, 'metadata-location': placeMetadata(node, name, text) },
+      });
+    const deep = await register('deep', `{"a":${'['.repeat(200_000)}${']'.repeat(200_000)}}`);
+    expect(deep.status).toBe(400);
+    expect(deep.json().error.message).toBe(
+      'metadata-location does not hold Iceberg metadata: JSON that nests deeper than 1024 levels',
+    );
+    const nested = await register(
+      'nested',
+      `{"format-version":2,"a":${'['.repeat(1000)}${']'.repeat(1000)}}`,
+    );
+    expect(nested.status).toBe(400);
+    const huge = await register('huge', '{"format-version":2,"table-uuid":"u","last-sequence-number":1e400}');
+    expect(huge.status).toBe(400);
+    expect(huge.json().error.message).toBe(
+      'metadata-location does not hold Iceberg metadata: JSON that holds a number beyond the range of a double',
+    );
+    expect((await call(node.url, 'GET', '/v1/config')).status).toBe(200);
+  });
+
+  test('sequence numbers and v3 row ids are counted exactly, and refused past int64', async () => {
+    await createTable('lineage', { 'format-version': '3' });
+    const withRows = (id: string, sequence: string, first: string, added: string) =>
+      `{"action":"add-snapshot","snapshot":${snapshot(id).replace(
+        '"sequence-number":1',
+        `"sequence-number":${sequence},"first-row-id":${first},"added-rows":${added}`,
+      )}}`;
+    const first = await commit(
+      node,
+      'lineage',
+      commitOf([], [withRows('1', '9223372036854775806', '0', '9007199254740993')]),
+    );
+    expect(first.status, first.text).toBe(200);
+    expect(first.text).toMatch(field('next-row-id', '9007199254740993'));
+    expect(first.text).toMatch(field('last-sequence-number', '9223372036854775806'));
+    // Without a sequence number, the next one is counted: up to int64's last, and no further.
+    const counted = await commit(
+      node,
+      'lineage',
+      commitOf([], [addSnapshot('2').replace('"sequence-number":1,', '')]),
+    );
+    expect(counted.text).toMatch(field('last-sequence-number', MAX));
+    const past = await commit(
+      node,
+      'lineage',
+      commitOf([], [addSnapshot('3').replace('"sequence-number":1,', '')]),
+    );
+    expect(past.status).toBe(400);
+    expect(past.json().error.message).toBe('last-sequence-number would pass the largest 64-bit integer');
+    const behind = await commit(node, 'lineage', commitOf([], [withRows('4', '5', '9007199254740992', '1')]));
+    expect(behind.status).toBe(400);
+    expect(behind.json().error.message).toBe(
+      "snapshot first-row-id 9007199254740992 is behind the table's next-row-id 9007199254740993",
+    );
+    const overflow = await commit(
+      node,
+      'lineage',
+      commitOf([], [withRows('5', '5', '9007199254740993', MAX)]),
+    );
+    expect(overflow.status).toBe(400);
+    expect(overflow.json().error.message).toBe('next-row-id would pass the largest 64-bit integer');
+    const loaded = await call(node.url, 'GET', '/v1/namespaces/longs/tables/lineage');
+    expect(loaded.text).toMatch(field('next-row-id', '9007199254740993'));
+    expect(typeof exact(loaded).metadata['last-updated-ms']).toBe('number');
+  });
+});
+
 for (const backend of backends) {
   describe.runIf(await backend.up())(`64-bit ids on ${backend.name}`, () => {
     test('Java client commits, register and replay keep the exact digits through the database', async () => {
