@@ -19,6 +19,7 @@ import { parse, stringify } from 'lossless-json';
 /** Why a text could not be parsed. */
 export type JsonProblem = 'syntax' | 'depth' | 'range';
 
+/** JSON text that cannot be parsed, and why (`problem`); the message never quotes the text. */
 export class JsonTextError extends Error {
   constructor(
     readonly problem: JsonProblem,

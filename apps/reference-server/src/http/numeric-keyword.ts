@@ -44,6 +44,7 @@ function validate(schema: NumericSchema, data: unknown): boolean {
 }
 validate.errors = [] as { keyword: string; message: string; params: object }[];
 
+/** The `numeric` keyword, for both validators (json-schema.ts puts it in the shared component document). */
 export const numericKeyword: KeywordDefinition = {
   keyword: 'numeric',
   schemaType: 'object',
