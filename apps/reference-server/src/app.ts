@@ -4,6 +4,7 @@ import { openWarehouse } from './catalog/warehouse.js';
 import type { ServerConfig } from './config.js';
 import type { CatalogDatabase } from './db.js';
 import { notAuthorized } from './errors.js';
+import { stringifyExactJson } from './exact-json.js';
 import { clientErrorHandler, frameworkErrors, installErrorHandling } from './http/errors.js';
 import { installJsonBodyParser } from './http/json-body.js';
 import { guardLocations } from './http/location-guard.js';
@@ -51,6 +52,8 @@ export async function buildApp(config: ServerConfig, db: CatalogDatabase): Promi
     clientErrorHandler,
   });
   app.decorateRequest('principal', '');
+  // Every object a route returns may hold longs past 2^53 as bigints, which JSON.stringify refuses.
+  app.setReplySerializer((payload) => stringifyExactJson(payload));
   installErrorHandling(app);
   installJsonBodyParser(app);
   requireWellEncodedQuery(app);

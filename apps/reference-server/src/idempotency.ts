@@ -1,9 +1,11 @@
 import { idempotency } from '@idem/adapter-fastify';
 import type { IdemError, StoredResponse } from '@idem/core';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { MAX_STORED_JSON_DEPTH } from './catalog/limits.js';
 import { getEntityByUuid } from './catalog/repository.js';
 import type { ServerConfig } from './config.js';
 import type { CatalogDatabase } from './db.js';
+import { parseExactJson, stringifyExactJson } from './exact-json.js';
 import { errorTypeOf } from './http/errors.js';
 
 /** Table and view config handed to clients with every load result (storage settings, credentials). */
@@ -13,7 +15,8 @@ const tableConfig = (): Record<string, string> => ({});
 function loadResultOf(response: StoredResponse): Record<string, unknown> | undefined {
   if (response.body === null || !String(response.headers['content-type']).startsWith('application/json'))
     return undefined;
-  const result = JSON.parse(Buffer.from(response.body).toString()) as unknown;
+  // Exact, both ways: a load result's metadata holds 64-bit snapshot ids.
+  const result = parseExactJson(Buffer.from(response.body).toString(), { maxDepth: MAX_STORED_JSON_DEPTH });
   if (typeof result !== 'object' || result === null || !('metadata' in result) || !('config' in result))
     return undefined;
   return result as Record<string, unknown>;
@@ -27,7 +30,7 @@ function withBody(
   const result = loadResultOf(response);
   return result === undefined
     ? response
-    : { ...response, body: Buffer.from(JSON.stringify(rewrite(result))) };
+    : { ...response, body: Buffer.from(stringifyExactJson(rewrite(result))) };
 }
 
 /** The table-uuid or view-uuid of a stored load result, if it is one. */

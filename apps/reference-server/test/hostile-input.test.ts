@@ -17,6 +17,7 @@ import {
   routes,
   SEGMENTS,
   view,
+  WIDE_INTEGERS,
 } from './support/hostile.js';
 import { checkResponse } from './support/openapi.js';
 import { call, idempotencyRecords, type Node, newKey, schema, startNode } from './support/server.js';
@@ -190,7 +191,12 @@ describe('hostile names in bodies', () => {
 
 describe('hostile numbers', () => {
   const cases = Object.entries(NUMBER_PLACES).flatMap(([place, target]) =>
-    Object.entries(NUMBERS).map(([name, raw]) => ({ place, name, target, raw })),
+    Object.entries({ ...NUMBERS, ...(target.int64 ? {} : WIDE_INTEGERS) }).map(([name, raw]) => ({
+      place,
+      name,
+      target,
+      raw,
+    })),
   );
   test.each(cases)('$place: $name', async ({ target, raw }) => {
     await expectRefused({
@@ -199,6 +205,23 @@ describe('hostile numbers', () => {
       operation: target.path,
       body: target.raw.replace('@N@', raw),
     });
+  });
+
+  // Not hostile: what an int64 field must take, exactly (a Java client's snapshot ids).
+  const accepted = Object.entries(NUMBER_PLACES).flatMap(([place, target]) =>
+    target.int64 === undefined
+      ? []
+      : Object.entries(WIDE_INTEGERS).map(([name, raw]) => ({ place, name, target, raw })),
+  );
+  test.each(accepted)('$place takes $name', async ({ target, raw }) => {
+    const response = await call(node.url, 'POST', target.path, { raw: target.raw.replace('@N@', raw) });
+    expect(response.status, response.text).toBe(target.int64?.accepts);
+    expect(checkResponse('POST', target.path, response.status, response.text)).toEqual([]);
+    if (target.raw.includes('add-snapshot')) {
+      // The exact digits, however the request wrote them (1e18 is 1000000000000000000).
+      const digits = raw === '1e18' ? '1000000000000000000' : raw;
+      expect(response.text).toContain(`"snapshot-id":${digits},`);
+    }
   });
 });
 

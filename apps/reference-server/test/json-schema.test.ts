@@ -29,6 +29,13 @@ describe('request schemas from the OpenAPI document accept what the spec allows'
       'fields the spec does not name (additionalProperties is not false)',
       { requirements: [], updates: [], extra: { any: 1 } },
     ],
+    [
+      'int64 ids over the whole range, past 2^53 as bigints (format: int64)',
+      {
+        requirements: [{ type: 'assert-ref-snapshot-id', ref: 'main', 'snapshot-id': 5938174936372637279n }],
+        updates: [{ action: 'remove-snapshots', 'snapshot-ids': [2n ** 63n - 1n, -(2n ** 63n), 1, -1] }],
+      },
+    ],
   ])('%s', (_name, body) => {
     expect(commit(body), JSON.stringify(commit.errors)).toBe(true);
   });
@@ -36,6 +43,12 @@ describe('request schemas from the OpenAPI document accept what the spec allows'
   test('`variant` is a type although the spec lists it under both VariantType and PrimitiveType (oneOf read as anyOf)', () => {
     const schema = { type: 'struct', fields: [{ id: 1, name: 'v', required: false, type: 'variant' }] };
     expect(createTable({ name: 't', schema }), JSON.stringify(createTable.errors)).toBe(true);
+  });
+
+  test('a `type: number` takes an integer of any size (a double column default written without a fraction)', () => {
+    const field = { id: 1, name: 'd', required: false, type: 'double', 'initial-default': 10n ** 20n };
+    const schema = { type: 'struct', fields: [field] };
+    expect(createTable({ name: 't', schema }), String(createTable.errors)).toBe(true);
   });
 });
 
@@ -57,9 +70,34 @@ describe('and refuse what it does not, naming the field', () => {
       '/requirements/0',
     ],
     [
-      'an integer past 2^53',
-      { requirements: [{ type: 'assert-current-schema-id', 'current-schema-id': 2 ** 60 }], updates: [] },
+      'an integer past int32 where the spec gives no format (a Java int)',
+      { requirements: [{ type: 'assert-current-schema-id', 'current-schema-id': 2 ** 31 }], updates: [] },
       '/requirements/0/current-schema-id',
+    ],
+    [
+      'a bigint where the spec gives no format',
+      { requirements: [{ type: 'assert-current-schema-id', 'current-schema-id': 2n ** 60n }], updates: [] },
+      '/requirements/0/current-schema-id',
+    ],
+    [
+      'an int64 one past 2^63 - 1',
+      { requirements: [], updates: [{ action: 'remove-snapshots', 'snapshot-ids': [1, 2n ** 63n] }] },
+      '/updates/0/snapshot-ids/1',
+    ],
+    [
+      'an int64 one below -2^63',
+      { requirements: [], updates: [{ action: 'remove-snapshots', 'snapshot-ids': [-(2n ** 63n) - 1n] }] },
+      '/updates/0/snapshot-ids/0',
+    ],
+    [
+      'a fraction where an int64 belongs',
+      { requirements: [], updates: [{ action: 'remove-snapshots', 'snapshot-ids': [1.5] }] },
+      '/updates/0/snapshot-ids/0',
+    ],
+    [
+      'a bigint where a string belongs (properties are strings only)',
+      { requirements: [], updates: [{ action: 'set-properties', updates: { k: 5938174936372637279n } }] },
+      '/updates/0/updates/k',
     ],
     [
       'a location with a control character',
@@ -79,6 +117,30 @@ describe('and refuse what it does not, naming the field', () => {
     const data: Record<string, unknown> = { pageSize: '10' };
     expect(query(data)).toBe(true);
     expect(data.pageSize).toBe(10);
+  });
+
+  test('int64 and int32 failures say which range, a nullable one that null is allowed', () => {
+    commit({ requirements: [], updates: [{ action: 'remove-snapshots', 'snapshot-ids': [2n ** 63n] }] });
+    expect(commit.errors?.at(-1)?.message).toBe(
+      'must be an int64 (from -9223372036854775808 to 9223372036854775807)',
+    );
+    commit({
+      requirements: [{ type: 'assert-current-schema-id', 'current-schema-id': 2n ** 60n }],
+      updates: [],
+    });
+    expect(commit.errors?.at(-1)?.message).toBe('must be an int32 (from -2147483648 to 2147483647)');
+    commit({
+      requirements: [{ type: 'assert-ref-snapshot-id', ref: 'main', 'snapshot-id': '1' }],
+      updates: [],
+    });
+    expect(commit.errors?.at(-1)?.message).toBe('must be integer or null');
+  });
+
+  test('an integer query parameter is coerced text within int32', () => {
+    const query = validator('GET', '/v1/namespaces', 'querystring');
+    expect(query({ pageSize: '2147483647' })).toBe(true);
+    expect(query({ pageSize: '2147483648' })).toBe(false);
+    expect(query({ pageSize: '9223372036854775807' })).toBe(false);
   });
 
   test('a JSON body is never coerced: a number where a string belongs is a 400', () => {

@@ -16,8 +16,23 @@ export const MAX_PRINCIPAL_CHARS = 126;
 export const MAX_LOCATION_BYTES = 2048;
 /** Nesting of a JSON request body. Real Iceberg schemas nest a few dozen levels; validating is recursive. */
 export const MAX_JSON_DEPTH = 128;
+/**
+ * Nesting of JSON the catalog reads back (a metadata file a client registers, a stored row or answer). Wider than
+ * a body's, since another tool may write deeper schemas; the parser is recursive, and stays well within the
+ * stack at this depth.
+ */
+export const MAX_STORED_JSON_DEPTH = 1024;
 /** A request body. */
 export const MAX_BODY_BYTES = 1024 * 1024;
+/** The spec's `format: int64` (Iceberg's `long`: snapshot ids, sequence numbers, row ids, timestamps). */
+export const INT64_MIN = -(2n ** 63n);
+export const INT64_MAX = 2n ** 63n - 1n;
+/**
+ * The spec's `type: integer` without a format: every one of them is a Java `int` in Iceberg (field, schema, spec,
+ * sort order and view version ids, format versions, page sizes), which no client can send past 32 bits.
+ */
+export const INT32_MIN = -(2 ** 31);
+export const INT32_MAX = 2 ** 31 - 1;
 
 const bytes = (text: string) => Buffer.byteLength(text, 'utf8');
 const hex = (char: string) => `U+${(char.codePointAt(0) ?? 0).toString(16).toUpperCase().padStart(4, '0')}`;

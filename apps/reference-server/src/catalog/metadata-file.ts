@@ -1,6 +1,8 @@
 import { constants } from 'node:fs';
 import { lstat, open } from 'node:fs/promises';
 import { badRequest, retryLater } from '../errors.js';
+import { JsonTextError, parseExactJson } from '../exact-json.js';
+import { MAX_STORED_JSON_DEPTH } from './limits.js';
 
 export interface ReadLimits {
   /** Larger files are refused. */
@@ -61,9 +63,11 @@ export async function readJsonFile(path: string, field: string, limits: ReadLimi
       throw notMetadata(field, 'not UTF-8 text');
     }
     try {
-      return JSON.parse(text) as unknown;
-    } catch {
-      throw notMetadata(field, 'not JSON');
+      // Exact: Iceberg's writers put 64-bit snapshot ids in these files.
+      return parseExactJson(text, { maxDepth: MAX_STORED_JSON_DEPTH });
+    } catch (error) {
+      if (!(error instanceof JsonTextError)) throw error;
+      throw notMetadata(field, error.problem === 'syntax' ? 'not JSON' : `JSON that ${error.message}`);
     }
   } finally {
     await file.close();

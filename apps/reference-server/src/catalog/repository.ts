@@ -1,5 +1,7 @@
 import { sql } from 'drizzle-orm';
 import type { Executor, Row } from '../db.js';
+import { parseExactJson, stringifyExactJson } from '../exact-json.js';
+import { MAX_STORED_JSON_DEPTH } from './limits.js';
 
 /** Multipart namespaces are stored joined by the unit separator, as the REST spec writes them in paths. */
 export const SEPARATOR = '\u001f';
@@ -15,17 +17,21 @@ export interface Entity {
 // MySQL returns VARBINARY columns as Buffers.
 const text = (value: unknown): string => (Buffer.isBuffer(value) ? value.toString('utf8') : String(value));
 
+// Metadata is stored as JSON text, its longs as exact digits (a bigint past 2^53), and read back the same way.
+const fromColumn = (value: unknown) => parseExactJson(text(value), { maxDepth: MAX_STORED_JSON_DEPTH });
+const toColumn = (value: object) => stringifyExactJson(value);
+
 const toEntity = (row: Row): Entity => ({
   kind: text(row.kind) as EntityKind,
   metadataLocation: text(row.metadata_location),
-  metadata: JSON.parse(text(row.metadata)) as Record<string, unknown>,
+  metadata: fromColumn(row.metadata) as Record<string, unknown>,
 });
 
 export async function getNamespace(ex: Executor, prefix: string, namespace: string) {
   const [row] = await ex.rows(
     sql`SELECT properties FROM catalog_namespaces WHERE prefix = ${prefix} AND namespace = ${namespace}`,
   );
-  return row === undefined ? undefined : (JSON.parse(text(row.properties)) as Record<string, string>);
+  return row === undefined ? undefined : (fromColumn(row.properties) as Record<string, string>);
 }
 
 export async function listNamespaces(ex: Executor, prefix: string): Promise<string[]> {
@@ -37,7 +43,7 @@ export async function listNamespaces(ex: Executor, prefix: string): Promise<stri
 
 export async function insertNamespace(ex: Executor, prefix: string, namespace: string, properties: object) {
   await ex.run(
-    sql`INSERT INTO catalog_namespaces (prefix, namespace, properties) VALUES (${prefix}, ${namespace}, ${JSON.stringify(properties)})`,
+    sql`INSERT INTO catalog_namespaces (prefix, namespace, properties) VALUES (${prefix}, ${namespace}, ${toColumn(properties)})`,
   );
 }
 
@@ -48,7 +54,7 @@ export async function setNamespaceProperties(
   properties: object,
 ) {
   return ex.run(
-    sql`UPDATE catalog_namespaces SET properties = ${JSON.stringify(properties)} WHERE prefix = ${prefix} AND namespace = ${namespace}`,
+    sql`UPDATE catalog_namespaces SET properties = ${toColumn(properties)} WHERE prefix = ${prefix} AND namespace = ${namespace}`,
   );
 }
 
@@ -101,7 +107,7 @@ export async function insertEntity(
   await ex.run(
     sql`INSERT INTO catalog_entities (prefix, namespace, name, kind, uuid, metadata_location, metadata)
       VALUES (${prefix}, ${namespace}, ${name}, ${entity.kind}, ${uuidOf(entity)}, ${entity.metadataLocation},
-        ${JSON.stringify(entity.metadata)})`,
+        ${toColumn(entity.metadata)})`,
   );
 }
 
@@ -128,7 +134,7 @@ export async function swapEntity(
 ): Promise<boolean> {
   const changed = await ex.run(
     sql`UPDATE catalog_entities SET uuid = ${uuidOf(entity)}, metadata_location = ${entity.metadataLocation},
-      metadata = ${JSON.stringify(entity.metadata)}
+      metadata = ${toColumn(entity.metadata)}
       WHERE prefix = ${prefix} AND namespace = ${namespace} AND name = ${name} AND metadata_location = ${expectedLocation}`,
   );
   return changed === 1;

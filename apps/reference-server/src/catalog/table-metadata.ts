@@ -1,9 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import { badRequest, commitFailed } from '../errors.js';
+import { addLongs, isLong, type Long, maxLong, sameLong } from './long.js';
 
 // Table metadata as the Iceberg table spec defines it (format versions 1 and 2; 3 where it costs nothing).
 // Objects stay plain JSON: the catalog stores and returns them as clients sent them, and only reads the
-// fields that its bookkeeping needs.
+// fields that its bookkeeping needs. Longs (snapshot ids, sequence numbers, row ids) are exact: a number or, past
+// 2^53, a bigint (see long.ts); they are compared and computed only through long.ts.
 type Json = Record<string, unknown>;
 export type TableMetadata = Json & {
   'format-version': number;
@@ -19,13 +21,13 @@ export type TableMetadata = Json & {
   'sort-orders': Json[];
   'default-sort-order-id': number;
   properties: Record<string, string>;
-  /** Absent while the table has no current snapshot (the spec allows no null here). */
-  'current-snapshot-id'?: number;
+  /** Absent while the table has no current snapshot (the spec allows no null here; Java writes -1). */
+  'current-snapshot-id'?: Long;
   snapshots: Json[];
   refs: Record<string, Json>;
   'snapshot-log': Json[];
   'metadata-log': Json[];
-  'last-sequence-number': number;
+  'last-sequence-number': Long;
 };
 
 const PARTITION_FIELD_BASE = 1000;
@@ -39,6 +41,18 @@ function object(value: unknown, field: string): Json {
 function integer(value: unknown, field: string): number {
   if (!Number.isSafeInteger(value)) throw badRequest(`${field} must be an integer`);
   return value as number;
+}
+
+function long(value: unknown, field: string): Long {
+  if (!isLong(value)) throw badRequest(`${field} must be a 64-bit integer`);
+  return value;
+}
+
+/** `a + b`, refused past int64: a value the catalog cannot hold is the caller's error. */
+function sum(a: Long, b: Long, field: string): Long {
+  const total = addLongs(a, b);
+  if (total === undefined) throw badRequest(`${field} would pass the largest 64-bit integer`);
+  return total;
 }
 
 function string(value: unknown, field: string): string {
@@ -195,7 +209,7 @@ export function checkRequirements(metadata: TableMetadata | undefined, requireme
         const ref = Object.hasOwn(metadata.refs, refName) ? metadata.refs[refName] : undefined;
         const expected = requirement['snapshot-id'] ?? null;
         const actual = ref === undefined ? null : ref['snapshot-id'];
-        if (expected !== actual)
+        if (!sameLong(expected, actual))
           throw fail(`branch or tag ${requirement.ref} is at ${actual}, not ${expected}`);
         break;
       }
@@ -240,8 +254,24 @@ export function withVersionFields(m: TableMetadata): TableMetadata {
     delete out.schema;
     delete out['partition-spec'];
   }
-  if (m['format-version'] >= 3 && typeof out['next-row-id'] !== 'number') out['next-row-id'] = 0;
+  if (m['format-version'] >= 3 && !isLong(out['next-row-id'])) out['next-row-id'] = 0;
   return out;
+}
+
+/**
+ * Row lineage (v3), as Iceberg's own catalog keeps it: a snapshot's rows are numbered from its `first-row-id`,
+ * which must not be behind the table's `next-row-id`, and the table's counter moves on by its `added-rows`.
+ * A snapshot without both fields leaves the counter where it is.
+ */
+function advanceRowIds(m: TableMetadata, snapshot: Json): void {
+  if (snapshot['first-row-id'] === undefined || snapshot['added-rows'] === undefined) return;
+  const first = long(snapshot['first-row-id'], 'snapshot.first-row-id');
+  const added = long(snapshot['added-rows'], 'snapshot.added-rows');
+  if (BigInt(added) < 0n) throw badRequest('snapshot.added-rows must not be negative');
+  const next = isLong(m['next-row-id']) ? m['next-row-id'] : 0;
+  if (BigInt(first) < BigInt(next))
+    throw badRequest(`snapshot first-row-id ${first} is behind the table's next-row-id ${next}`);
+  m['next-row-id'] = sum(next, added, 'next-row-id');
 }
 
 /** Apply a commit's updates in order and return the new metadata (the input is not modified). */
@@ -320,19 +350,24 @@ export function applyUpdates(current: TableMetadata, updates: unknown, nowMs: nu
       }
       case 'add-snapshot': {
         const snapshot = object(update.snapshot, 'snapshot');
-        const id = integer(snapshot['snapshot-id'], 'snapshot.snapshot-id');
-        if (m.snapshots.some((s) => s['snapshot-id'] === id))
+        const id = long(snapshot['snapshot-id'], 'snapshot.snapshot-id');
+        if (m.snapshots.some((s) => sameLong(s['snapshot-id'], id)))
           throw badRequest(`snapshot ${id} already exists`);
-        const sequence = Number(snapshot['sequence-number'] ?? m['last-sequence-number'] + 1);
+        const sequence =
+          snapshot['sequence-number'] === undefined
+            ? sum(m['last-sequence-number'], 1, 'last-sequence-number')
+            : long(snapshot['sequence-number'], 'snapshot.sequence-number');
+        if (m['format-version'] >= 3) advanceRowIds(m, snapshot);
         m.snapshots.push(snapshot);
-        m['last-sequence-number'] = Math.max(m['last-sequence-number'], sequence);
+        m['last-sequence-number'] = maxLong(m['last-sequence-number'], sequence);
         break;
       }
       case 'set-snapshot-ref': {
         const name = string(update['ref-name'], 'ref-name');
-        const id = integer(update['snapshot-id'], 'snapshot-id');
+        const id = long(update['snapshot-id'], 'snapshot-id');
         const type = string(update.type, 'type');
-        if (!m.snapshots.some((s) => s['snapshot-id'] === id)) throw badRequest(`no snapshot with id ${id}`);
+        if (!m.snapshots.some((s) => sameLong(s['snapshot-id'], id)))
+          throw badRequest(`no snapshot with id ${id}`);
         const { action: _action, 'ref-name': _name, ...ref } = update;
         // Defined, not assigned: a ref named `__proto__` is a name like any other.
         Object.defineProperty(m.refs, name, {
@@ -348,11 +383,18 @@ export function applyUpdates(current: TableMetadata, updates: unknown, nowMs: nu
         break;
       }
       case 'remove-snapshots': {
-        const ids = new Set((update['snapshot-ids'] as unknown[] | undefined) ?? []);
-        m.snapshots = m.snapshots.filter((s) => !ids.has(s['snapshot-id']));
+        const listed = (update['snapshot-ids'] as unknown[] | undefined) ?? [];
+        // Keyed by bigint: membership by exact value, whichever representation a stored id has.
+        const ids = new Set(listed.map((id, j) => BigInt(long(id, `snapshot-ids[${j}]`))));
+        const removed = (id: unknown) => isLong(id) && ids.has(BigInt(id));
+        m.snapshots = m.snapshots.filter((s) => !removed(s['snapshot-id']));
         for (const [name, ref] of Object.entries(m.refs))
-          if (ids.has(ref['snapshot-id'])) delete m.refs[name];
-        if (ids.has(m['current-snapshot-id'])) delete m['current-snapshot-id'];
+          if (removed(ref['snapshot-id'])) delete m.refs[name];
+        if (removed(m['current-snapshot-id'])) delete m['current-snapshot-id'];
+        // As Iceberg's own catalog does: statistics of a removed snapshot go with it.
+        for (const key of ['statistics', 'partition-statistics'])
+          if (Array.isArray(m[key]))
+            m[key] = (m[key] as Json[]).filter((file) => !removed(file?.['snapshot-id']));
         break;
       }
       case 'remove-snapshot-ref': {

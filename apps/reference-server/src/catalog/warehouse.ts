@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { mkdir, realpath, rm, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { stringifyExactJson } from '../exact-json.js';
 import { type ReadLimits, readJsonFile } from './metadata-file.js';
 import { confine, isWithin, localPath, outside } from './paths.js';
 
@@ -26,7 +27,7 @@ export interface Warehouse {
    * transaction, as Iceberg does: a file no commit points to is harmless.
    */
   writeMetadata(location: string, version: number, metadata: unknown): Promise<string>;
-  /** Read a metadata file (bounded in size and time), parsed as JSON. */
+  /** Read a metadata file (bounded in size and time), parsed as JSON with exact longs (exact-json.ts). */
   readMetadata(metadataLocation: string, field: string): Promise<unknown>;
   /** Delete a table's directory (drop with purge): never the warehouse itself, never outside it. */
   purge(location: string): Promise<void>;
@@ -49,7 +50,8 @@ export async function openWarehouse(options: WarehouseOptions): Promise<Warehous
       if (!isWithin(root.path, await realpath(dir))) throw outside('location', root.url);
       const name = `${String(version).padStart(5, '0')}-${randomUUID()}.metadata.json`;
       // `wx`: a new file only; never through a symlink planted under that name.
-      await writeFile(join(dir, name), JSON.stringify(metadata), { flag: 'wx' });
+      // Longs as exact digits (never strings, never rounded), as Iceberg's own writers do.
+      await writeFile(join(dir, name), stringifyExactJson(metadata), { flag: 'wx' });
       const file = join(localPath(location, 'location'), 'metadata', name);
       return location.toLowerCase().startsWith('file:') ? pathToFileURL(file).href : file;
     },

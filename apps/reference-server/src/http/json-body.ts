@@ -1,6 +1,10 @@
 import type { FastifyInstance } from 'fastify';
 import { MAX_BODY_BYTES, MAX_JSON_DEPTH, textProblem } from '../catalog/limits.js';
 import { badRequest } from '../errors.js';
+import { JsonTextError, parseExactJson } from '../exact-json.js';
+
+/** Where a number beyond a double's range was (1e400): reported with its place once the body is parsed. */
+const BEYOND_RANGE = Symbol('a number beyond the range of a double');
 
 /** Where a problem is, as a JSON pointer. */
 const pointer = (path: readonly (string | number)[]) =>
@@ -8,11 +12,13 @@ const pointer = (path: readonly (string | number)[]) =>
 
 /**
  * Why a parsed body cannot be taken, or undefined: nesting deeper than MAX_JSON_DEPTH (schema validation is
- * recursive), a `__proto__` key or a `constructor.prototype` (as Fastify's own parser refuses them), or a
- * string no database column holds as sent (NUL, other control characters in keys, lone surrogates).
+ * recursive), a `__proto__` key or a `constructor.prototype` (as Fastify's own parser refuses them), a
+ * string no database column holds as sent (NUL, other control characters in keys, lone surrogates), or a number
+ * no Iceberg type holds (beyond a double's range).
  */
 function problemOf(value: unknown, path: (string | number)[]): string | undefined {
   if (path.length > MAX_JSON_DEPTH) return `body nests deeper than ${MAX_JSON_DEPTH} levels`;
+  if (value === BEYOND_RANGE) return `body${pointer(path)} is a number beyond the range of any Iceberg type`;
   if (typeof value === 'string') {
     // Control characters other than NUL are text (a view's SQL has newlines); NUL and broken UTF-16 are not.
     if (value.includes('\u0000')) return `body${pointer(path)} must not contain NUL characters`;
@@ -43,7 +49,8 @@ function problemOf(value: unknown, path: (string | number)[]): string | undefine
 /**
  * Parse JSON bodies strictly, before any validation or idempotency key: the bytes must be UTF-8 (never
  * replaced by U+FFFD, which would make two different bodies equal), the text JSON, the value within the limits
- * above. Each failure is a 400 that says which.
+ * above. Each failure is a 400 that says which. Numbers keep their exact value: an integer past 2^53 (a snapshot
+ * id of the Java client) is a bigint (see exact-json.ts).
  */
 export function installJsonBodyParser(app: FastifyInstance) {
   const decoder = new TextDecoder('utf-8', { fatal: true });
@@ -61,10 +68,17 @@ export function installJsonBodyParser(app: FastifyInstance) {
       }
       let value: unknown;
       try {
-        value = JSON.parse(text);
-      } catch {
-        // JSON.parse's message quotes the body: the answer does not.
-        return done(badRequest('the request body is not valid JSON'), undefined);
+        // The parser is recursive: text nesting deeper than problemOf allows (a container one level below the
+        // deepest value it takes) never reaches it.
+        value = parseExactJson(text, { maxDepth: MAX_JSON_DEPTH + 1, beyondRange: () => BEYOND_RANGE });
+      } catch (error) {
+        const depth = error instanceof JsonTextError && error.problem === 'depth';
+        return done(
+          badRequest(
+            depth ? `body nests deeper than ${MAX_JSON_DEPTH} levels` : 'the request body is not valid JSON',
+          ),
+          undefined,
+        );
       }
       const problem = problemOf(value, []);
       if (problem !== undefined) return done(badRequest(problem), undefined);

@@ -9,9 +9,15 @@
 //   → ajv's `discriminator` + `oneOf`: the tag picks the branch, and an error names that branch's problem.
 // - any other `oneOf` → `anyOf`: the spec's unions overlap (`Type` lists `variant` and any primitive string),
 //   and code generators read them as "the first that fits"; a strict oneOf would reject what the spec allows.
-// - `type: integer` gains ±(2^53 − 1) bounds where it has none: the catalog keeps numbers as JavaScript numbers
-//   and could not hold a larger one exactly (12345678901234567890 would silently become …7000).
+// - `type: integer` and `type: number` in a JSON body → the `numeric` keyword (numeric-keyword.ts), since a body
+//   holds integers past 2^53 as bigints, which ajv's `type` refuses: `format: int64` is an int64
+//   (−2^63 … 2^63 − 1, Iceberg's long), any other integer an int32 (all of them are Java ints in Iceberg).
+//   Path and query parameters are text, coerced by ajv's own `type`: theirs keep `type: integer` with those
+//   bounds (an int64 one within ±(2^53 − 1), the most a coerced double holds exactly; the spec has none).
 // - `example` and 3.0-only keywords are dropped; `additionalProperties` is kept as written (absent = allowed).
+
+import { INT32_MAX, INT32_MIN } from '../catalog/limits.js';
+import type { NumericSchema } from './numeric-keyword.js';
 
 type Node = Record<string, unknown>;
 
@@ -44,11 +50,14 @@ const SCHEMA_VALUES = new Set([
 ]);
 const DROPPED = new Set(['nullable', 'discriminator', 'example', 'xml', 'externalDocs']);
 
+/** What a schema validates: a JSON body as parsed, or text (path and query parameters) that ajv coerces. */
+export type Validated = 'json' | 'text';
+
 export interface Translator {
   /** The schema document of every component, with `$id` {@link SPEC_ID}. */
   readonly document: Node;
   /** Translate a schema found elsewhere in the spec (a parameter's), whose refs point at the document. */
-  translate(schema: unknown): unknown;
+  translate(schema: unknown, validated?: Validated): unknown;
 }
 
 export function createTranslator(components: Record<string, unknown>, overlay: Overlay): Translator {
@@ -92,8 +101,8 @@ export function createTranslator(components: Record<string, unknown>, overlay: O
     });
   };
 
-  const union = (branches: unknown[], node: Node): Node => {
-    const translated = branches.map((branch) => translate(branch));
+  const union = (branches: unknown[], node: Node, validated: Validated): Node => {
+    const translated = branches.map((branch) => translate(branch, { validated }));
     const tag = tagOf(branches);
     if (tag === undefined) return { anyOf: translated };
     const required = Array.isArray(node.required) ? (node.required as string[]) : [];
@@ -104,8 +113,14 @@ export function createTranslator(components: Record<string, unknown>, overlay: O
     };
   };
 
-  function translate(node: unknown, options: { extends?: boolean; component?: string } = {}): unknown {
-    if (Array.isArray(node)) return node.map((item) => translate(item));
+  function translate(
+    node: unknown,
+    options: { extends?: boolean; component?: string; validated?: Validated } = {},
+  ): unknown {
+    const validated = options.validated ?? 'json';
+    const inner = (item: unknown, more: { extends?: boolean } = {}) =>
+      translate(item, { ...more, validated });
+    if (Array.isArray(node)) return node.map((item) => inner(item));
     if (!isNode(node)) return node;
     const out: Node = {};
     for (const [keyword, value] of Object.entries(node)) {
@@ -118,28 +133,27 @@ export function createTranslator(components: Record<string, unknown>, overlay: O
             ? value
             : componentRef(options.extends && bases.has(name) ? `${name}.base` : name);
       } else if (keyword === 'oneOf' || keyword === 'anyOf') {
-        Object.assign(out, union(value as unknown[], node));
+        Object.assign(out, union(value as unknown[], node, validated));
       } else if (keyword === 'allOf') {
-        out.allOf = (value as unknown[]).map((item) => translate(item, { extends: true }));
+        out.allOf = (value as unknown[]).map((item) => inner(item, { extends: true }));
       } else if (SCHEMA_LISTS.has(keyword)) {
-        out[keyword] = (value as unknown[]).map((item) => translate(item));
+        out[keyword] = (value as unknown[]).map((item) => inner(item));
       } else if (SCHEMA_MAPS.has(keyword) && isNode(value)) {
         out[keyword] = Object.fromEntries(
           Object.entries(value).map(([name, schema]) => {
             const extra =
               keyword === 'properties' && options.component ? overlay(options.component, name) : undefined;
-            const translated = translate(schema) as Node;
+            const translated = inner(schema) as Node;
             return [name, extra === undefined ? translated : { ...translated, ...extra }];
           }),
         );
       } else if (SCHEMA_VALUES.has(keyword)) {
-        out[keyword] = translate(value);
+        out[keyword] = inner(value);
       } else if (keyword !== 'required' || out.required === undefined) {
         out[keyword] = value;
       }
     }
-    if (node.nullable === true) return nullable(out);
-    return withSafeIntegers(out);
+    return numbers(node.nullable === true ? nullable(out) : out, validated);
   }
 
   const $defs: Node = {};
@@ -153,29 +167,46 @@ export function createTranslator(components: Record<string, unknown>, overlay: O
         ...union(
           targets.map(($ref) => ({ $ref })),
           base,
+          'json',
         ),
       };
     } else {
       $defs[name] = translate(schema, { component: name });
     }
   }
-  return { document: { $id: SPEC_ID, $defs }, translate: (schema) => translate(schema) };
+  return {
+    document: { $id: SPEC_ID, $defs },
+    translate: (schema, validated = 'json') => translate(schema, { validated }),
+  };
 }
 
 function nullable(schema: Node): Node {
-  const withBounds = withSafeIntegers(schema);
-  if (typeof withBounds.type === 'string') return { ...withBounds, type: [withBounds.type, 'null'] };
-  if (Array.isArray(withBounds.enum)) return { ...withBounds, enum: [...withBounds.enum, null] };
-  return { anyOf: [withBounds, { type: 'null' }] };
+  if (typeof schema.type === 'string') return { ...schema, type: [schema.type, 'null'] };
+  if (Array.isArray(schema.enum)) return { ...schema, enum: [...schema.enum, null] };
+  return { anyOf: [schema, { type: 'null' }] };
 }
 
-function withSafeIntegers(schema: Node): Node {
-  const integer =
-    schema.type === 'integer' || (Array.isArray(schema.type) && schema.type.includes('integer'));
-  if (!integer) return schema;
-  return {
-    ...schema,
-    ...(schema.minimum === undefined ? { minimum: Number.MIN_SAFE_INTEGER } : {}),
-    ...(schema.maximum === undefined ? { maximum: Number.MAX_SAFE_INTEGER } : {}),
+const NUMERIC_TYPES = new Set(['integer', 'number']);
+
+/** A schema whose `type` admits numbers, as `validated` needs it (see the top of this file). */
+function numbers(schema: Node, validated: Validated): Node {
+  const types = (Array.isArray(schema.type) ? schema.type : [schema.type]) as unknown[];
+  if (!types.some((type) => NUMERIC_TYPES.has(type as string))) return schema;
+  const integer = types.includes('number') ? undefined : schema.format === 'int64' ? 'int64' : 'int32';
+  if (validated === 'text') {
+    if (integer === undefined) return schema;
+    const [min, max] =
+      integer === 'int64' ? [Number.MIN_SAFE_INTEGER, Number.MAX_SAFE_INTEGER] : [INT32_MIN, INT32_MAX];
+    return { ...schema, minimum: schema.minimum ?? min, maximum: schema.maximum ?? max };
+  }
+  const others = types.filter((type) => !NUMERIC_TYPES.has(type as string));
+  // The spec has none; a spec that did would need more than `nullable`: fail at startup, not at request time.
+  if (others.some((type) => type !== 'null'))
+    throw new Error(`cannot translate a type that mixes numbers with others: ${JSON.stringify(schema.type)}`);
+  const { type: _type, ...rest } = schema;
+  const numeric: NumericSchema = {
+    ...(integer === undefined ? {} : { integer }),
+    ...(others.includes('null') ? { nullable: true } : {}),
   };
+  return { ...rest, numeric };
 }

@@ -43,7 +43,8 @@ function objectOf(parameters: Parameter[], translate: Translator['translate']): 
   const properties = Object.fromEntries(
     parameters.map((p) => {
       const limit = PARAMETER_LIMITS[p.name];
-      return [p.name, { ...(translate(p.schema ?? {}) as Node), ...(limit ? { catalogLimit: limit } : {}) }];
+      const schema = translate(p.schema ?? {}, 'text') as Node;
+      return [p.name, { ...schema, ...(limit ? { catalogLimit: limit } : {}) }];
     }),
   );
   const required = parameters.filter((p) => p.required === true).map((p) => p.name);

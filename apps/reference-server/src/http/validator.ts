@@ -2,6 +2,7 @@ import { Ajv2020 } from 'ajv/dist/2020.js';
 import type { FastifySchemaCompiler } from 'fastify';
 import { componentRef } from './json-schema.js';
 import { catalogLimitKeyword } from './limit-keyword.js';
+import { numericKeyword } from './numeric-keyword.js';
 import { specTranslator } from './route-schemas.js';
 
 function newAjv(coerceTypes: boolean) {
@@ -9,7 +10,8 @@ function newAjv(coerceTypes: boolean) {
     strict: false,
     discriminator: true,
     allErrors: false,
-    // The spec's formats (int64, uuid, date …) are descriptive; integer bounds are added by the translation.
+    // The spec's formats (uuid, date …) are descriptive; int64 and integer bounds are the translation's
+    // `numeric` keyword, which takes the exact values of a body (bigints past 2^53) as ajv's `type` cannot.
     validateFormats: false,
     // A JSON body is validated as sent: a wrong type is a 400, never quietly converted, and no field is added
     // or removed (the idempotency fingerprint is computed over the body after validation).
@@ -18,6 +20,7 @@ function newAjv(coerceTypes: boolean) {
     removeAdditional: false,
   });
   ajv.addKeyword(catalogLimitKeyword);
+  ajv.addKeyword(numericKeyword);
   ajv.addSchema(specTranslator().document);
   return ajv;
 }

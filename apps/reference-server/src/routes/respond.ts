@@ -2,6 +2,7 @@ import { executionOf } from '@idem/adapter-fastify';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { CatalogDatabase, Executor } from '../db.js';
 import { retryLater } from '../errors.js';
+import { stringifyExactJson } from '../exact-json.js';
 
 /** A catalog answer: a status and an optional JSON body, sent exactly as it is stored for replay. */
 export interface Answer {
@@ -12,7 +13,8 @@ export interface Answer {
 const JSON_TYPE = 'application/json';
 
 function render(answer: Answer) {
-  const body = answer.body === undefined ? null : JSON.stringify(answer.body);
+  // Longs as exact digits: the stored replay carries the very text the first answer had.
+  const body = answer.body === undefined ? null : stringifyExactJson(answer.body);
   return { status: answer.status, headers: body === null ? {} : { 'content-type': JSON_TYPE }, body };
 }
 

@@ -162,23 +162,51 @@ export const NAME_PLACES: Record<string, { method: string; path: string; body: (
     },
   };
 
-/** Numbers as raw JSON text (JSON.stringify could not write most of them). */
+/** Numbers as raw JSON text (JSON.stringify could not write most of them) that no integer field takes. */
 export const NUMBERS: Record<string, string> = {
-  '1e400 (Infinity once parsed)': '1e400',
+  '1e400 (beyond a double)': '1e400',
   '-1e400': '-1e400',
+  '2^63 (one past int64)': '9223372036854775808',
+  '-2^63 - 1 (one below int64)': '-9223372036854775809',
   '12345678901234567890 (past int64)': '12345678901234567890',
-  '2^53 (not exact as a double)': '9007199254740992',
+  '1e19 (past int64, as an exponent)': '1e19',
+  'a 300-digit integer (a double, past int64)': `1${'0'.repeat(299)}`,
   'a fraction': '1.5',
+  'a fraction that a double rounds to an integer past 2^53': '5938174936372637279.5',
   'a numeric string': '"7"',
+  'a big numeric string': '"5938174936372637279"',
   'a boolean': 'true',
   'an array': '[1]',
 };
 
-/** Numeric fields of request bodies; `@N@` is replaced by the raw number. */
-export const NUMBER_PLACES: Record<string, { path: string; raw: string }> = {
+/** Integers that an int64 field takes exactly and an int32 field refuses. */
+export const WIDE_INTEGERS: Record<string, string> = {
+  '2^31 (one past int32)': '2147483648',
+  '2^53 (not exact as a double)': '9007199254740992',
+  '2^63 - 1 (int64 max)': '9223372036854775807',
+  '-2^63 (int64 min)': '-9223372036854775808',
+  '1e18 (an exponent)': '1e18',
+};
+
+/**
+ * Numeric fields of request bodies; `@N@` is replaced by the raw number. An `int64` field answers `accepts` to a
+ * wide integer (the catalog goes on with the request); any other is an int32.
+ */
+export const NUMBER_PLACES: Record<string, { path: string; raw: string; int64?: { accepts: number } }> = {
   'a snapshot id': {
     path: '/v1/namespaces/hns/tables/t',
     raw: '{"requirements":[],"updates":[{"action":"add-snapshot","snapshot":{"snapshot-id":@N@,"timestamp-ms":1,"manifest-list":"m","summary":{"operation":"append"}}}]}',
+    int64: { accepts: 200 },
+  },
+  'a snapshot id to remove': {
+    path: '/v1/namespaces/hns/tables/t',
+    raw: '{"requirements":[],"updates":[{"action":"remove-snapshots","snapshot-ids":[1,@N@]}]}',
+    int64: { accepts: 200 },
+  },
+  'a metrics report snapshot id': {
+    path: '/v1/namespaces/hns/tables/t/metrics',
+    raw: '{"report-type":"commit-report","table-name":"hns.t","snapshot-id":@N@,"sequence-number":1,"operation":"append","metrics":{}}',
+    int64: { accepts: 204 },
   },
   'a schema id': {
     path: '/v1/namespaces/hns/tables/t',
@@ -203,6 +231,8 @@ export const NUMBER_PLACES: Record<string, { path: string; raw: string }> = {
   'a transaction snapshot id': {
     path: '/v1/transactions/commit',
     raw: '{"table-changes":[{"identifier":{"namespace":["hns"],"name":"t"},"requirements":[{"type":"assert-ref-snapshot-id","ref":"main","snapshot-id":@N@}],"updates":[]}]}',
+    // Table t has no main branch: the requirement fails, exactly.
+    int64: { accepts: 409 },
   },
 };
 
