@@ -1,4 +1,4 @@
-import { idempotency } from '@idem/adapter-fastify';
+import { fastifyIdempotency } from '@idem/adapter-fastify';
 import type { IdemError, StoredResponse } from '@idem/core';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { MAX_STORED_JSON_DEPTH } from './catalog/limits.js';
@@ -48,7 +48,7 @@ const prefixOf = (request: FastifyRequest): string => (request.params as { prefi
  * (its preHandler runs after it), so that malformed input never reserves a key.
  */
 export async function registerIdempotency(app: FastifyInstance, config: ServerConfig, db: CatalogDatabase) {
-  await app.register(idempotency, {
+  await app.register(fastifyIdempotency, {
     store: db.store,
     keyFormat: 'uuidv7',
     lifetimeMs: config.idempotency.lifetimeMs,
@@ -65,10 +65,9 @@ export async function registerIdempotency(app: FastifyInstance, config: ServerCo
     redact: (response) => withBody(response, (result) => ({ ...result, config: {} })),
     // A replayed load result (create, register, replace) shows the table or view as it is now, as the spec
     // allows ("an equivalent final response ... may reflect a newer state"), found by its UUID.
-    rebuildReplay: async (stored, { scope }) => {
+    rebuildReplay: async (stored, { host }) => {
       const uuid = loadResultUuid(stored);
-      const current =
-        uuid === undefined ? undefined : await getEntityByUuid(db, scope.split('\u001f')[0] ?? '', uuid);
+      const current = uuid === undefined ? undefined : await getEntityByUuid(db, prefixOf(host), uuid);
       return withBody(stored, (result) => ({
         ...result,
         ...(current === undefined

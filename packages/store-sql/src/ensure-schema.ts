@@ -39,20 +39,32 @@ function alreadyThere(error: unknown): boolean {
 }
 
 /**
- * Create the records table and its index if they do not exist. Explicit and async: call it at start-up or
- * from your migration step, never implicitly. Safe to run from many nodes at once.
+ * Run DDL that creates what is missing (`CREATE … IF NOT EXISTS`), from many nodes at once: losing the race to
+ * another node that created the same table or index first is success, not an error.
+ *
+ * @example await createIfMissing(db, ['CREATE TABLE IF NOT EXISTS catalog (id text PRIMARY KEY)']);
  */
-export async function ensureSchema(db: SupportedDb, options: EnsureSchemaOptions): Promise<void> {
-  for (const statement of schemaStatements(options.dialect, options.table)) {
-    const query = sql.raw(
-      options.dialect === 'mysql'
-        ? statement.replace('CREATE INDEX IF NOT EXISTS', 'CREATE INDEX')
-        : statement,
-    );
+export async function createIfMissing(db: SupportedDb, statements: readonly string[]): Promise<void> {
+  for (const statement of statements) {
     try {
-      await sqlRun(db, query);
+      await sqlRun(db, sql.raw(statement));
     } catch (error) {
       if (!alreadyThere(error)) throw error;
     }
   }
+}
+
+/**
+ * Create the records table and its index if they do not exist. Explicit and async: call it at start-up or
+ * from your migration step, never implicitly. Safe to run from many nodes at once.
+ */
+export async function ensureSchema(db: SupportedDb, options: EnsureSchemaOptions): Promise<void> {
+  await createIfMissing(
+    db,
+    schemaStatements(options.dialect, options.table).map((statement) =>
+      options.dialect === 'mysql'
+        ? statement.replace('CREATE INDEX IF NOT EXISTS', 'CREATE INDEX')
+        : statement,
+    ),
+  );
 }

@@ -10,7 +10,12 @@ export type { DialectName } from './dialects/dialect.js';
 export type { MysqlDb } from './dialects/mysql.js';
 export type { PostgresDb } from './dialects/postgres.js';
 export type { SqliteDb } from './dialects/sqlite.js';
-export { type EnsureSchemaOptions, ensureSchema, schemaStatements } from './ensure-schema.js';
+export {
+  createIfMissing,
+  type EnsureSchemaOptions,
+  ensureSchema,
+  schemaStatements,
+} from './ensure-schema.js';
 export { MAX_HEADERS_BYTES, MAX_IDENTIFIER_CHARS, SqlStoreLimitError } from './limits.js';
 export type { RawRow } from './row.js';
 export { mysqlIdempotencyRecords, mysqlIdempotencyTable } from './schema/mysql.js';

@@ -1,4 +1,3 @@
-import { executionOf } from '@idem/adapter-fastify';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { CatalogDatabase, Executor } from '../db.js';
 import { retryLater } from '../errors.js';
@@ -38,25 +37,15 @@ export async function mutate(
   /** Runs once the transaction has committed, before the answer goes out (a purge); must not throw. */
   afterCommit?: () => Promise<void>,
 ) {
-  const execution = executionOf(request);
   const answer = await db.transaction(async (tx) => {
     const result = await work(tx);
-    const stored = execution?.prepare(render(result));
-    if (execution !== undefined && stored !== undefined) {
-      const finalized = await tx.finalize({
-        scope: execution.scope,
-        key: execution.key,
-        owner: execution.owner,
-        response: stored,
-        nowMs: Date.now(),
-      });
-      if (!finalized)
-        throw retryLater('the idempotency reservation was lost before commit; retry with the same key');
-    }
+    const finalized = await request.idempotency?.finalizeWith(render(result), (params) =>
+      tx.finalize(params),
+    );
+    if (finalized === 'lease-lost')
+      throw retryLater('the idempotency reservation was lost before commit; retry with the same key');
     return result;
   });
-  if (execution !== undefined && execution.prepare(render(answer)) !== undefined)
-    execution.markFinalized(answer.status);
   await afterCommit?.();
   return send(reply, answer);
 }

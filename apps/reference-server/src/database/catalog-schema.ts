@@ -1,0 +1,26 @@
+/** The SQL databases the catalog runs on. */
+export type Dialect = 'sqlite' | 'postgres' | 'mysql';
+
+/**
+ * The catalog's tables. Names are exact on every database: text on SQLite and PostgreSQL, bytes on MySQL
+ * (whose collations would merge `Orders`, `orders` and `orders `; see @idem/store-sql).
+ */
+export function catalogDdl(dialect: Dialect): string[] {
+  // MySQL caps a primary key at 3072 bytes: prefix 255 + namespace 1020 + name 1020 bytes fit.
+  const prefix = dialect === 'mysql' ? 'varbinary(255)' : dialect === 'postgres' ? 'varchar(255)' : 'text';
+  const name = dialect === 'mysql' ? 'varbinary(1020)' : dialect === 'postgres' ? 'varchar(255)' : 'text';
+  const path = dialect === 'mysql' ? 'varbinary(1020)' : dialect === 'postgres' ? 'varchar(1024)' : 'text';
+  const text = dialect === 'mysql' ? 'longtext' : 'text';
+  return [
+    `CREATE TABLE IF NOT EXISTS catalog_namespaces (
+      prefix ${prefix} NOT NULL, namespace ${path} NOT NULL, properties ${text} NOT NULL,
+      PRIMARY KEY (prefix, namespace))`,
+    `CREATE TABLE IF NOT EXISTS catalog_entities (
+      prefix ${prefix} NOT NULL, namespace ${path} NOT NULL, name ${name} NOT NULL, kind varchar(8) NOT NULL,
+      uuid varchar(64) NOT NULL, metadata_location ${text} NOT NULL, metadata ${text} NOT NULL,
+      PRIMARY KEY (prefix, namespace, name))`,
+    // Replays find a table or view by its UUID, wherever it has been renamed to since. (MySQL has no
+    // CREATE INDEX IF NOT EXISTS; losing that race is tolerated like the others.)
+    `CREATE INDEX ${dialect === 'mysql' ? '' : 'IF NOT EXISTS '}catalog_entities_uuid ON catalog_entities (uuid)`,
+  ];
+}
