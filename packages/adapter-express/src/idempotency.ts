@@ -7,6 +7,7 @@ import {
   isResponseGone,
   type ReplayResponse,
   settleOnResponse,
+  UNSEEN_BODY,
 } from '@idem/core';
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 
@@ -47,10 +48,18 @@ function defaultRoute(req: Request): string {
 /**
  * The body bytes as received, when a body parser kept them (see {@link captureRawBody}); else the parsed body.
  * Raw bytes are the exact identity: a parsed body has lost what doubles cannot hold (`1e400`, big integers).
+ * A body that is there but that no parser read (a handler that streams the upload itself) is unseen: the
+ * coordinator refuses to fingerprint it rather than hash it as no body.
  */
 function bodyOf(req: Request): unknown {
   const raw = (req as { rawBody?: unknown }).rawBody;
-  return Buffer.isBuffer(raw) || typeof raw === 'string' ? raw : req.body;
+  if (Buffer.isBuffer(raw) || typeof raw === 'string') return raw;
+  const declared =
+    req.headers['transfer-encoding'] !== undefined || Number(req.headers['content-length']) > 0;
+  // Express 4's JSON parser sets `req.body = {}` even for a body it does not parse: only a body that was
+  // read to its end is the one the parser saw.
+  if (declared && !(req.readableEnded && req.body !== undefined)) return UNSEEN_BODY;
+  return req.body;
 }
 
 /**
@@ -73,8 +82,9 @@ function sendReplay(res: Response, replay: ReplayResponse): void {
 /**
  * Express 4 and 5 middleware that makes covered requests idempotent by their `Idempotency-Key`. Mount it after
  * the body parser (the fingerprint needs the body; give the parser `verify: captureRawBody` for exact
- * numbers) and after any compression middleware (then plain bytes are stored and compressed per replay), on
- * the app or on single routes.
+ * numbers; a keyed request whose body no parser read is refused with a 500 naming the problem) and after any
+ * compression middleware (then plain bytes are stored and compressed per replay), on the app or on single
+ * routes.
  *
  * @example
  * app.use(express.json({ verify: captureRawBody }), idempotencyMiddleware({ store, scope: (req) => req.user?.id }));
@@ -84,13 +94,16 @@ export function idempotencyMiddleware(options: ExpressIdempotencyOptions): Reque
   const header = idem.headerName;
   const routeOf = options.route ?? defaultRoute;
 
-  const body = (error: IdemError, req: Request): unknown => {
-    if (options.formatError === undefined) return error.toJSON();
-    try {
-      return options.formatError(error, req);
-    } catch {
-      return error.toJSON(); // a broken formatter must not turn a 409 into a crash
+  /** The JSON text of an answer: the host's format, or the default when that throws or cannot be written. */
+  const body = (error: IdemError, req: Request): string => {
+    if (options.formatError !== undefined) {
+      try {
+        return JSON.stringify(options.formatError(error, req));
+      } catch {
+        // a broken formatter must not turn a 409 into a crash
+      }
     }
+    return JSON.stringify(error.toJSON());
   };
 
   const reject = (error: IdemError, req: Request, res: Response, next: NextFunction): void => {
@@ -101,7 +114,7 @@ export function idempotencyMiddleware(options: ExpressIdempotencyOptions): Reque
     res.statusCode = error.status;
     for (const [name, value] of Object.entries(error.headers)) res.setHeader(name, value);
     res.setHeader('content-type', 'application/json; charset=utf-8');
-    res.end(JSON.stringify(body(error, req)));
+    res.end(body(error, req));
   };
 
   return (req, res, next) => {

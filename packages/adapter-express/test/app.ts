@@ -5,9 +5,11 @@ import { captureRawBody, idempotencyMiddleware } from '@idem/adapter-express';
 import type { AppResponse, MakeServer } from '@idem/adapter-suite';
 import type { Express, NextFunction, Request, Response } from 'express';
 
-type ExpressFactory = (() => Express) & {
-  json(options?: { verify?: typeof captureRawBody }): (req: Request, res: Response, next: () => void) => void;
-};
+type Parser = (options?: {
+  verify?: typeof captureRawBody;
+  extended?: boolean;
+}) => (req: Request, res: Response, next: () => void) => void;
+type ExpressFactory = (() => Express) & { json: Parser; urlencoded: Parser; text: Parser };
 
 function send(res: Response, answer: AppResponse): void {
   res.status(answer.status).set(answer.headers).send(answer.body);
@@ -26,7 +28,11 @@ const handle =
 export function expressServer(express: ExpressFactory): MakeServer {
   return async ({ options, business }) => {
     const app = express();
-    app.use(express.json({ verify: captureRawBody }));
+    app.use(
+      express.json({ verify: captureRawBody }),
+      express.urlencoded({ verify: captureRawBody, extended: false }),
+      express.text({ verify: captureRawBody }),
+    );
     app.use(
       idempotencyMiddleware({
         ...options,
@@ -71,6 +77,18 @@ export function expressServer(express: ExpressFactory): MakeServer {
         run.fail();
       }),
     );
+    app.post('/destroy', (_req, res) => {
+      business.destroy();
+      setTimeout(() => res.destroy(), 10);
+    });
+    // No parser reads application/octet-stream: the handler streams the upload itself.
+    app.put('/files/:id', (req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (chunk: Buffer) => chunks.push(chunk));
+      req.on('end', () =>
+        send(res, business.upload(String(req.params.id), Buffer.concat(chunks).toString())),
+      );
+    });
     app.post('/big/:bytes', (req, res) => send(res, business.big(Number(req.params.bytes))));
     app.post('/binary', (_req, res) => send(res, business.binary()));
     // Quiet the default error handler's stack traces; the status is what the suite checks. A response

@@ -27,11 +27,25 @@ async function start(order: 'compression first' | 'idempotency first') {
     runs++;
     res.status(201).json(payload);
   });
+  // Handlers that send their head before the body, as any streaming handler does.
+  app.post('/write-head', (_req, res) => {
+    runs++;
+    res.writeHead(201, { 'content-type': 'application/json' });
+    res.end(JSON.stringify(payload));
+  });
+  app.post('/flush-headers', (_req, res) => {
+    runs++;
+    res.status(201).type('application/json');
+    res.flushHeaders();
+    const text = JSON.stringify(payload);
+    res.write(text.slice(0, 100));
+    res.end(text.slice(100));
+  });
   const server = app.listen(0, '127.0.0.1');
   await new Promise((resolve) => server.once('listening', resolve));
   closers.push(() => server.close());
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/orders`;
-  return { store, url, runs: () => runs };
+  return { store, url, base: url.replace(/\/orders$/, ''), runs: () => runs };
 }
 
 const post = (url: string, key: string, encoding: string) =>
@@ -66,6 +80,26 @@ describe('compression and the idempotency middleware, in either order', () => {
         expect(JSON.parse(gunzipSync(bytes).toString())).toEqual(payload);
       }
     });
+  }
+
+  for (const order of ['compression first', 'idempotency first'] as const) {
+    for (const route of ['/write-head', '/flush-headers']) {
+      test(`${order}, head sent before the body (${route}): the stored encoding matches the stored bytes`, async () => {
+        const { store, base, runs } = await start(order);
+        const key = newKey();
+        const first = await post(base + route, key, 'gzip');
+        expect(await first.json()).toEqual(payload);
+        const stored = (await settled(store, key))?.response;
+        const bytes = Buffer.from(stored?.body ?? []);
+        const encoding = stored?.headers['content-encoding'];
+        expect(JSON.parse((encoding === 'gzip' ? gunzipSync(bytes) : bytes).toString())).toEqual(payload);
+        expect(encoding).toBe(order === 'compression first' ? undefined : 'gzip');
+        const retry = await post(base + route, key, 'gzip');
+        expect(retry.headers.get('idempotent-replayed')).toBe('true');
+        expect(await retry.json()).toEqual(payload);
+        expect(runs()).toBe(1);
+      });
+    }
   }
 
   test('compression first: a retry from a client without gzip gets plain bytes', async () => {

@@ -7,6 +7,7 @@ import {
   type IdempotencyOptions,
   isResponseGone,
   settleOnResponse,
+  UNSEEN_BODY,
 } from '@idem/core';
 import type {
   FastifyPluginAsync,
@@ -46,8 +47,13 @@ export interface FastifyIdempotencyOptions extends IdempotencyOptions<FastifyReq
   readonly formatError?: (error: IdemError, request: FastifyRequest) => unknown;
 }
 
-/** The body bytes of keyed requests as they arrived, kept by the preParsing hook for the fingerprint. */
-const rawBodies = new WeakMap<FastifyRequest, Buffer[]>();
+/** The body bytes of a keyed request as they arrive, kept by the preParsing hook for the fingerprint. */
+interface RawBody {
+  readonly chunks: Buffer[];
+  /** `true` once the whole body went through: a parser that hands the stream on leaves it unread. */
+  complete: boolean;
+}
+const rawBodies = new WeakMap<FastifyRequest, RawBody>();
 
 /** @deprecated Read `request.idempotency`; this function goes in the next minor release. */
 export function executionOf(request: FastifyRequest): Execution<FastifyRequest> | undefined {
@@ -68,13 +74,16 @@ const idempotencyPlugin: FastifyPluginAsync<FastifyIdempotencyOptions> = async (
   const base = createIdempotency<FastifyRequest>(options);
   fastify.decorateRequest('idempotency', undefined);
 
-  const format = (error: IdemError, request: FastifyRequest): unknown => {
-    if (options.formatError === undefined) return error.toJSON();
-    try {
-      return options.formatError(error, request);
-    } catch {
-      return error.toJSON(); // a broken formatter must not turn a 409 into a 500
+  /** The JSON text of an answer: the host's format, or the default when that throws or cannot be written. */
+  const format = (error: IdemError, request: FastifyRequest): string => {
+    if (options.formatError !== undefined) {
+      try {
+        return JSON.stringify(options.formatError(error, request));
+      } catch {
+        // a broken formatter must not turn a 409 into a 500
+      }
     }
+    return JSON.stringify(error.toJSON());
   };
 
   /** The hooks of one route, over the coordinator its options resolve to. */
@@ -85,12 +94,19 @@ const idempotencyPlugin: FastifyPluginAsync<FastifyIdempotencyOptions> = async (
     // Keep the bytes of a keyed request as they arrive: the fingerprint hashes them exactly.
     const keepRawBody: preParsingHookHandler = (request, _reply, payload, done) => {
       if (!idem.covers(request.method) || request.headers[header] === undefined) return done(null, payload);
-      const chunks: Buffer[] = [];
-      rawBodies.set(request, chunks);
+      const { headers } = request;
+      const declared = headers['transfer-encoding'] !== undefined || Number(headers['content-length']) > 0;
+      if (!declared) return done(null, payload); // no body: nothing to keep
+      const raw: RawBody = { chunks: [], complete: false };
+      rawBodies.set(request, raw);
       const tee = new Transform({
         transform(chunk: Buffer, _encoding, callback) {
-          chunks.push(chunk);
+          raw.chunks.push(chunk);
           callback(null, chunk);
+        },
+        flush(callback) {
+          raw.complete = true;
+          callback();
         },
       });
       // Fastify compares this with Content-Length: the bytes that came off the wire, before any decoding.
@@ -115,7 +131,9 @@ const idempotencyPlugin: FastifyPluginAsync<FastifyIdempotencyOptions> = async (
         route: request.routeOptions.url ?? url,
         path: queryAt === -1 ? url : url.slice(0, queryAt),
         query: queryAt === -1 ? undefined : url.slice(queryAt + 1),
-        body: raw === undefined ? request.body : Buffer.concat(raw),
+        // A body a parser handed on as a stream (an upload the handler reads itself) is not there yet: the
+        // coordinator refuses to fingerprint it rather than hash what little has arrived.
+        body: raw === undefined ? request.body : raw.complete ? Buffer.concat(raw.chunks) : UNSEEN_BODY,
         contentType: request.headers['content-type'],
         // Node joins a repeated header with ", "; a comma is never valid in a key, so that is rejected as is.
         key: request.headers[header],
@@ -131,7 +149,7 @@ const idempotencyPlugin: FastifyPluginAsync<FastifyIdempotencyOptions> = async (
             .code(result.error.status)
             .headers(result.error.headers)
             .type('application/json; charset=utf-8')
-            .send(JSON.stringify(format(result.error, request)));
+            .send(format(result.error, request));
         case 'replay':
           return reply
             .code(result.response.status)

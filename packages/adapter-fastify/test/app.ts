@@ -18,6 +18,13 @@ export const fastifyServer: MakeServer = async ({ options, business }) => {
       (options.scope as ((request: FastifyRequest) => string | undefined) | undefined) ??
       ((request) => request.headers['x-principal'] as string | undefined),
   } as Parameters<typeof fastifyIdempotency>[1]);
+  app.addContentTypeParser(
+    'application/x-www-form-urlencoded',
+    { parseAs: 'string' },
+    (_request, body, done) => done(null, Object.fromEntries(new URLSearchParams(String(body)))),
+  );
+  // Handed on unread: the handler streams the upload itself.
+  app.addContentTypeParser('application/octet-stream', (_request, payload, done) => done(null, payload));
   app.post('/orders', async (request, reply) => send(reply, business.createOrder(request.body)));
   app.get('/orders', async (_request, reply) => send(reply, business.listOrders()));
   app.post<Params<'id'>>('/items/:id', async (request, reply) =>
@@ -48,6 +55,16 @@ export const fastifyServer: MakeServer = async ({ options, business }) => {
     if (run.point === 'end') reply.raw.end('end');
     await new Promise((resolve) => setTimeout(resolve, 20));
     run.fail();
+  });
+  app.post('/destroy', async (_request, reply) => {
+    business.destroy();
+    reply.hijack();
+    setTimeout(() => reply.raw.destroy(), 10);
+  });
+  app.put<Params<'id'>>('/files/:id', async (request, reply) => {
+    const chunks: Buffer[] = [];
+    for await (const chunk of request.body as AsyncIterable<Buffer>) chunks.push(chunk);
+    return send(reply, business.upload(request.params.id, Buffer.concat(chunks).toString()));
   });
   app.post<Params<'bytes'>>('/big/:bytes', async (request, reply) =>
     send(reply, business.big(Number(request.params.bytes))),

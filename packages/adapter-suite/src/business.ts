@@ -28,6 +28,8 @@ export const json = (status: number, value: unknown, headers: Record<string, str
  * | POST /late/:ms | `late(ms)`: the status line (200, text/plain) goes out at once, the body `ms` later |
  * | POST /plan/:name | `plan(name)`: a streamed 200 text/plain body, as {@link StreamPlan} says |
  * | POST /throw-after/:point | `throwAfter(point)`: writes up to `point` (status / chunk / end), then throws |
+ * | POST /destroy | `destroy()`: the handler destroys the response 10 ms later, before any status |
+ * | PUT /files/:id | `upload(id, text)`: the handler reads the body stream itself (no parser sees it); 201 |
  */
 /**
  * A streamed body: `chunks` written `gapMs` apart (the first one after `firstMs`), and then, when `failAfter`
@@ -131,6 +133,14 @@ export function createBusiness() {
           throw new Error(`handler failure after the ${point}`);
         },
       };
+    },
+    /** Count a run of the handler that breaks its response off. */
+    destroy(): void {
+      count('destroy');
+    },
+    upload(id: string, text: string): AppResponse {
+      count('upload');
+      return json(201, { id, stored: text });
     },
     binary(): AppResponse {
       count('binary');

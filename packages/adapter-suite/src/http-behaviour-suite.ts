@@ -2,7 +2,16 @@ import assert from 'node:assert/strict';
 import { identitySuite } from './identity-suite.js';
 import { lifecycleMatrix } from './lifecycle-matrix.js';
 import { instrument, stores } from './stores.js';
-import { call, type MakeServer, newKey, type SuiteHarness, serverRunner } from './support.js';
+import {
+  call,
+  leave,
+  type MakeServer,
+  newKey,
+  type SuiteHarness,
+  serverRunner,
+  settled,
+  sleep,
+} from './support.js';
 
 /**
  * The HTTP behaviour every adapter must show, over a real listening server, for each store: every row of
@@ -238,6 +247,43 @@ export function httpBehaviourSuite(harness: SuiteHarness, makeServer: MakeServer
             assert.equal(business.calls('orders'), 1);
           },
         ));
+
+      test('a client that leaves during a long handler: the lease is still renewed, its retry never runs it again', () =>
+        withServer({ leaseMs: 300, heartbeatIntervalMs: 50 }, async ({ url, business, store }) => {
+          const key = newKey();
+          await leave(url, '/slow/800', { key, at: 80 });
+          await sleep(500); // well past the lease: only the heartbeat holds the key now
+          const early = await call(url, '/slow/800', { key });
+          assert.equal(early.status, 409, 'the first request still runs');
+          await settled(store, key);
+          const retry = await call(url, '/slow/800', { key });
+          assert.equal(retry.status, 201);
+          assert.equal(retry.headers.get('idempotent-replayed'), 'true');
+          assert.equal(business.calls('slow'), 1);
+        }));
+
+      test('a handler that destroys its response before any status: the key is released at once', () =>
+        withServer({ leaseMs: 30_000 }, async ({ url, business, store }) => {
+          const key = newKey();
+          await call(url, '/destroy', { key }).catch(() => undefined);
+          await sleep(50);
+          assert.equal(await store.load({ scope: '', key }), undefined, 'released, not held for the lease');
+          await call(url, '/destroy', { key }).catch(() => undefined);
+          assert.equal(business.calls('destroy'), 2);
+        }));
+
+      test('an upload the handler reads itself: refused before anything is reserved, unless it has no key', () =>
+        withServer({}, async ({ url, business, store }) => {
+          const key = newKey();
+          const upload = { method: 'PUT', contentType: 'application/octet-stream' };
+          const keyed = await call(url, '/files/1', { ...upload, key, rawBody: 'version one' });
+          assert.equal(keyed.status, 500, 'no fingerprint can be taken of a body nobody read');
+          assert.equal(await store.load({ scope: '', key }), undefined);
+          assert.equal(business.calls('upload'), 0);
+          const plain = await call(url, '/files/1', { ...upload, rawBody: 'version one' });
+          assert.equal(plain.status, 201);
+          assert.deepEqual(plain.json(), { id: '1', stored: 'version one' });
+        }));
 
       test('a store that throws: 503 with Retry-After, the handler does not run', () =>
         withServer({ wrapStore: (store) => instrument(store, 'throw').store }, async ({ url, business }) => {

@@ -45,12 +45,14 @@ export interface CallInit {
   /** A value sent as JSON, or the exact text of the body. */
   body?: unknown;
   rawBody?: string;
+  /** @default 'application/json' */
+  contentType?: string;
   principal?: string;
   signal?: AbortSignal;
 }
 
 function request(url: string, path: string, init: CallInit): Promise<Response> {
-  const headers = new Headers({ 'content-type': 'application/json' });
+  const headers = new Headers({ 'content-type': init.contentType ?? 'application/json' });
   for (const key of typeof init.key === 'string' ? [init.key] : (init.key ?? []))
     headers.append('idempotency-key', key);
   if (init.principal !== undefined) headers.set('x-principal', init.principal);

@@ -92,6 +92,12 @@ export interface IdempotencyOptions<Host = unknown> {
   readonly leaseMs?: number;
   /** Renew the lease this often while the handler runs, in ms; `false` turns it off. @default leaseMs / 3 */
   readonly heartbeatIntervalMs?: number | false;
+  /**
+   * Stop renewing a lease this long after its reservation, in ms: a handler that has not answered by then
+   * (hung, or abandoned by a client that left) frees its key one lease later. @default no limit: the lease is
+   * renewed for as long as the handler runs
+   */
+  readonly maxExecutionMs?: number;
   /** @default { strategy: 'reject' } */
   readonly inFlight?: InFlightStrategy;
   readonly statuses?: Partial<AnswerStatuses>;
@@ -234,6 +240,8 @@ export function createIdempotency<Host = unknown>(options: IdempotencyOptions<Ho
     rule: options.finalizationRule ?? defaultFinalizationRule,
     allowHeaders,
     maxBodyBytes,
+    maxExecutionMs:
+      options.maxExecutionMs === undefined ? undefined : positive('maxExecutionMs', options.maxExecutionMs),
     redact: options.redact,
     emit,
     callStore,

@@ -47,7 +47,8 @@ interface ObjectFrame {
 }
 
 interface ArrayFrame {
-  readonly items: string[];
+  /** The array's text so far, without the closing bracket; built by concatenation (a rope), never joined. */
+  text: string;
   readonly path: string;
 }
 
@@ -145,7 +146,7 @@ export function exactCanonicalJson(text: string, excluded?: ReadonlySet<string>)
         i++;
         value = '[]';
       } else {
-        stack.push({ items: [], path });
+        stack.push({ text: '[', path });
         continue;
       }
     } else if (c === QUOTE) {
@@ -188,14 +189,16 @@ export function exactCanonicalJson(text: string, excluded?: ReadonlySet<string>)
         if (next !== CLOSE_BRACE) return undefined;
         value = closeObject(frame.members);
       } else {
-        frame.items.push(value);
+        // Appending, not joining at the end: a join copies every item once per level of nesting, which a
+        // large leaf under deep arrays turns into quadratic time.
+        frame.text += frame.text.length === 1 ? value : `,${value}`;
         if (next === COMMA) {
           i++;
           path = frame.path;
           break;
         }
         if (next !== CLOSE_BRACKET) return undefined;
-        value = `[${frame.items.join(',')}]`;
+        value = `${frame.text}]`;
       }
       i++;
       stack.pop();

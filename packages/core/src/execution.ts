@@ -93,12 +93,6 @@ export interface Execution<Host = unknown> extends RecordContext<Host> {
   finish(response: CapturedResponse): Promise<FinishOutcome>;
   /** Release the key: the handler threw, or the client left before it started. Never throws. */
   abort(): Promise<void>;
-  /**
-   * The client went away while the handler runs: stop renewing the lease. The reservation stays, so the
-   * handler's answer is still stored when it comes within the lease; a handler that never answers frees the
-   * key when the lease lapses instead of holding it for nobody.
-   */
-  clientGone(): void;
 }
 
 /** What an execution needs from its coordinator. */
@@ -112,6 +106,8 @@ export interface ExecutionRuntime {
   readonly allowHeaders: ReadonlySet<string>;
   /** The coordinator's body cap within the store's declared limits. */
   readonly maxBodyBytes: number;
+  /** No lease is renewed this long after its reservation (ms); undefined: as long as the handler runs. */
+  readonly maxExecutionMs: number | undefined;
   // biome-ignore lint/suspicious/noExplicitAny: the host type is the coordinator's; executions pass themselves.
   readonly redact: ((response: StoredResponse, context: RecordContext<any>) => StoredResponse) | undefined;
   readonly emit: IdempotencyEventListener;
@@ -145,6 +141,7 @@ export class ReservedExecution<Host = unknown> implements Execution<Host>, Renew
   #storedExternally: number | undefined;
   /** When the lease was last set, on the monotonic clock (ms); read by the heartbeat. */
   renewedAtMs = performance.now();
+  readonly #reservedAtMs = this.renewedAtMs;
 
   constructor(
     runtime: ExecutionRuntime,
@@ -182,14 +179,20 @@ export class ReservedExecution<Host = unknown> implements Execution<Host>, Renew
     if (this.#decide(response.status) === 'release') return undefined;
     const stored = toStoredResponse(response, runtime);
     if (runtime.redact === undefined) return stored;
+    let redacted: StoredResponse | undefined;
     try {
-      return runtime.redact(stored, this);
+      redacted = runtime.redact(stored, this);
+      if (typeof redacted !== 'object' || redacted === null || typeof redacted.status !== 'number') {
+        throw new TypeError('redact did not return a response');
+      }
     } catch (error) {
-      // What redact was to remove cannot be told apart from the rest: keep the status alone, which is what a
-      // retry needs to know (the request ran), and nothing that could hold a secret.
+      // A redact that throws, or returns no response (one that edits in place and forgets to return it): what
+      // it was to remove cannot be told apart from the rest. Keep the status alone, which is what a retry needs
+      // to know (the request ran), and nothing that could hold a secret; never read its failure as "release".
       this.#hookFailed('redact', error);
       return { status: stored.status, headers: {}, body: null, bodyOmitted: true };
     }
+    return redacted;
   }
 
   #decide(status: number): FinalizationAction {
@@ -322,10 +325,6 @@ export class ReservedExecution<Host = unknown> implements Execution<Host>, Renew
     else if (this.#settle()) await this.#release('aborted');
   }
 
-  clientGone(): void {
-    this.#runtime.heartbeat?.remove(this);
-  }
-
   #settle(): boolean {
     if (this.#settled) return false;
     this.#settled = true;
@@ -362,6 +361,13 @@ export class ReservedExecution<Host = unknown> implements Execution<Host>, Renew
   /** Renew the lease (called by the heartbeat). A lost reservation aborts `signal`. */
   beat(): void {
     if (this.#renewing || this.#settled) return;
+    const { maxExecutionMs } = this.#runtime;
+    if (maxExecutionMs !== undefined && performance.now() - this.#reservedAtMs >= maxExecutionMs) {
+      // A handler that has not answered in this long may never: stop holding its key, which frees it a lease
+      // later. (Its late answer is still stored if nobody took the key over by then.)
+      this.#runtime.heartbeat?.remove(this);
+      return;
+    }
     this.#renewing = true;
     this.renewedAtMs = performance.now();
     const { store, clock, leaseMs, emit } = this.#runtime;

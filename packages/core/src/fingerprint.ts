@@ -5,6 +5,13 @@ import { exactCanonicalJson } from './exact-json.js';
 /** Query parameters as a framework hands them over: raw string, `URLSearchParams`, or a parsed object. */
 export type QueryInput = string | URLSearchParams | Readonly<Record<string, unknown>>;
 
+/**
+ * A body the adapter knows is there but could not read (a handler that streams the request itself, no body
+ * parser, no raw bytes kept). It cannot be fingerprinted: {@link computeFingerprint} throws rather than
+ * hash it as "no body", which would let two different uploads replay each other.
+ */
+export const UNSEEN_BODY: unique symbol = Symbol.for('@idem/core/unseen-body');
+
 /** The request identity that a key is bound to. */
 export interface FingerprintInput {
   /** HTTP method; case-insensitive. */
@@ -17,8 +24,8 @@ export interface FingerprintInput {
    */
   readonly path?: string | undefined;
   /**
-   * The query: best the raw query string as sent (`a=1&b=2`, hashed as raw name/value pairs, so that no
-   * two different query strings collide), else `URLSearchParams` or a parsed object.
+   * The query: best the raw query string as sent (`a=1&b=2`, hashed as its raw name/value pairs in the order
+   * sent, so that no two different query strings collide), else `URLSearchParams` or a parsed object.
    */
   readonly query?: QueryInput | undefined;
   /**
@@ -28,7 +35,10 @@ export interface FingerprintInput {
    * integers beyond 2^53), so adapters pass raw bytes where they can.
    */
   readonly body?: unknown;
-  /** The request's `Content-Type`, used to recognise raw JSON bodies. */
+  /**
+   * The request's `Content-Type`: its media type is part of the identity (`a=1` as a form and as text are two
+   * requests), and it says which raw bodies are JSON.
+   */
   readonly contentType?: string | undefined;
 }
 
@@ -42,15 +52,30 @@ export interface FingerprintOptions {
 
 const JSON_CONTENT_TYPE = /^application\/(?:[\w.+-]+\+)?json\b/i;
 
+/** `type/subtype`, lower-cased, without parameters (`charset` does not change the bytes hashed). */
+function mediaTypeOf(contentType: string | undefined): string | null {
+  if (contentType === undefined) return null;
+  const end = contentType.indexOf(';');
+  return (end === -1 ? contentType : contentType.slice(0, end)).trim().toLowerCase();
+}
+
 /**
- * SHA-256 (hex) over method, route, path, query and body. Equal fingerprints mean equal requests: the raw
- * query is hashed as its name/value pairs (sorted by name, repeated names in their order), a raw JSON body
- * as canonical JSON (object keys sorted, insignificant whitespace dropped, numbers and strings exactly as
- * they denote, `__proto__` an ordinary key), any other body as its bytes. Linear in the body size (plus key
- * sorting).
+ * SHA-256 (hex) over method, route, path, query, media type and body. Equal fingerprints mean equal requests:
+ * the raw query is hashed as its name/value pairs in the order sent (no sorting: `a=1&%61=2` and `%61=2&a=1`
+ * are different requests to a server that decodes names), a raw JSON body as canonical JSON (object keys
+ * sorted, insignificant whitespace dropped, numbers and strings exactly as they denote, `__proto__` an
+ * ordinary key), any other body as its bytes. Linear in the body size (plus key sorting).
+ *
+ * @throws TypeError for a body marked {@link UNSEEN_BODY}.
  */
 export function computeFingerprint(input: FingerprintInput, options: FingerprintOptions = {}): string {
   const hash = createHash('sha256');
+  if (input.body === UNSEEN_BODY) {
+    throw new TypeError(
+      'the request has a body the fingerprint cannot see (nothing parsed it and no raw bytes were kept): ' +
+        'read it with a body parser that keeps the raw bytes, or give the coordinator a `fingerprint` function',
+    );
+  }
   hash.update(
     JSON.stringify([
       'idem-fp-v2',
@@ -58,6 +83,7 @@ export function computeFingerprint(input: FingerprintInput, options: Fingerprint
       input.route,
       input.path ?? null,
       queryPairs(input.query),
+      mediaTypeOf(input.contentType),
     ]),
   );
   const excluded = options.excludeFields?.length ? new Set(options.excludeFields) : undefined;
@@ -127,10 +153,11 @@ type QueryPair =
   | readonly [name: string, json: string, 'json'];
 
 /**
- * The query as name/value pairs, stably sorted by name: the order of different names does not matter to a
- * server, the order of one name's values does. A raw string is split as sent, without decoding, so that no
- * two different query strings give the same pairs; values of a parsed object that are not strings (`qs`
- * turns `a[b]=1` into `{ a: { b: '1' } }`) are tagged, so they never read as a string that looks alike.
+ * The query as name/value pairs, in the order given. A raw string is split as sent, without decoding, so that
+ * no two different query strings give the same pairs. Not sorted: a server decodes names (`a` and `%61`, `+`
+ * and `%20`) and merges them (`qs` reads `a[]=1&a=2` as `a: ['1', '2']`), so no order of raw pairs is safe to
+ * call equal but the one sent. Values of a parsed object that are not strings (`qs` turns `a[b]=1` into
+ * `{ a: { b: '1' } }`) are tagged, so they never read as a string that looks alike.
  */
 function queryPairs(query: QueryInput | undefined): QueryPair[] {
   if (query === undefined) {
@@ -153,7 +180,7 @@ function queryPairs(query: QueryInput | undefined): QueryPair[] {
       }
     }
   }
-  return pairs.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+  return pairs;
 }
 
 /**

@@ -43,6 +43,7 @@ export {
   type FingerprintInput,
   type FingerprintOptions,
   type QueryInput,
+  UNSEEN_BODY,
 } from './fingerprint.js';
 export { type KeyFormat, type KeyValidator, parseIdempotencyKey } from './key-format.js';
 export { isResponseGone, settleOnResponse } from './node-response.js';

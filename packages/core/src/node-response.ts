@@ -4,6 +4,25 @@ import type { CapturedResponse, HeaderValue } from './response.js';
 
 type Chunk = string | Uint8Array | null | undefined;
 
+const headerText = (value: HeaderValue): string | undefined =>
+  value === undefined ? undefined : Array.isArray(value) ? value.join(', ') : String(value);
+
+/** The Content-Encoding among the headers of a `writeHead(status, [message], headers)` call, if any. */
+function encodingOf(args: unknown[]): string | undefined {
+  const headers = args.find((arg, i) => i > 0 && typeof arg === 'object' && arg !== null);
+  if (Array.isArray(headers)) {
+    for (let i = 0; i + 1 < headers.length; i += 2) {
+      if (String(headers[i]).toLowerCase() === 'content-encoding') return String(headers[i + 1]);
+    }
+    return undefined;
+  }
+  if (headers === undefined) return undefined;
+  for (const [name, value] of Object.entries(headers as Record<string, HeaderValue>)) {
+    if (name.toLowerCase() === 'content-encoding') return headerText(value);
+  }
+  return undefined;
+}
+
 function toBuffer(chunk: Chunk, encoding: unknown): Buffer | undefined {
   if (chunk === null || chunk === undefined) return undefined;
   if (typeof chunk === 'string') {
@@ -33,12 +52,17 @@ class ResponseCapture {
   #headHeaders: Record<string, HeaderValue> = {};
   /** The Content-Encoding in force when the first body byte passed: what the captured bytes are. */
   #encoding: string | undefined;
+  /** The Content-Encoding as the head passed through here, before the layers inside could change it. */
+  #headEncoding: string | undefined;
+  #headPassed = false;
   #sawBody = false;
   #inEnd = false;
   /** The status as it went out on the status line: a framework may change `statusCode` after that. */
   #sentStatus: number | undefined;
   /** `true` once the handler (or its framework) called `end`: the response is complete as the app sees it. */
   ended = false;
+  /** `true` when server code destroyed the response while its connection was still open. */
+  brokenOff = false;
   /** Called once, right after `end`. */
   onEnd: (() => void) | undefined;
 
@@ -46,15 +70,28 @@ class ResponseCapture {
     this.#res = res;
     this.#maxBodyBytes = maxBodyBytes;
     const capture = this;
-    const { writeHead, write, end } = res;
+    const { writeHead, write, end, destroy } = res;
     res.writeHead = function (this: ServerResponse, ...args: unknown[]) {
       // Only the head that goes out counts: a framework's late error answer (writeHead(500) on a response
       // already under way) throws and changes nothing.
       const first = !this.headersSent;
+      if (first && !capture.#headPassed) {
+        // Read before passing the head on: a compression layer inside this one sets Content-Encoding as the
+        // head goes through it, for bytes that pass here still plain.
+        capture.#headPassed = true;
+        capture.#headEncoding = encodingOf(args) ?? headerText(this.getHeader('content-encoding'));
+      }
       const result = (writeHead as (...a: unknown[]) => ServerResponse).apply(this, args);
       if (first) capture.#head(args);
       return result;
     } as typeof res.writeHead;
+    res.destroy = function (this: ServerResponse, error?: Error) {
+      // Node does not destroy a response when its client leaves; server code that does so while the
+      // connection is still open is breaking the answer off.
+      if (!capture.ended && this.socket !== null && this.socket?.destroyed === false)
+        capture.brokenOff = true;
+      return destroy.call(this, error);
+    } as typeof res.destroy;
     res.write = function (this: ServerResponse, chunk: Chunk, ...rest: unknown[]) {
       if (!capture.#inEnd) capture.#keep(chunk, rest[0]);
       return (write as (...a: unknown[]) => boolean).call(this, chunk, ...rest);
@@ -98,8 +135,9 @@ class ResponseCapture {
     if (!this.#sawBody) {
       this.#sawBody = true;
       // A compression layer mounted outside this one sets the header before it writes through here.
-      const value = this.#headHeaders['content-encoding'] ?? this.#res.getHeader('content-encoding');
-      this.#encoding = value === undefined ? undefined : String(value);
+      this.#encoding = this.#headPassed
+        ? this.#headEncoding
+        : headerText(this.#res.getHeader('content-encoding'));
     }
     if (this.#truncated) return;
     this.#size += buffer.length;
@@ -133,11 +171,11 @@ class ResponseCapture {
  *   when the client has gone by then, because the work is done;
  * - the connection closes after the status was sent but before the end → `finish` with the status and no
  *   body (a body cut short is never stored; the replay says it was omitted);
- * - the server breaks the response off with an error before any status (a failed stream piped with
- *   `pipeline`) → `abort`: the key is released;
- * - the client leaves before any status → nothing is decided yet: the handler is still running. Its lease
- *   is no longer renewed, and its answer settles the key when it comes; one that never comes frees the key
- *   when the lease lapses.
+ * - the server breaks the response off before any status (a failed stream piped with `pipeline`, a
+ *   `res.destroy()` while the connection is open) → `abort`: the key is released;
+ * - the client leaves before any status → nothing is decided yet: the handler is still running, under its
+ *   renewed lease, and its answer settles the key when it comes (the coordinator's `maxExecutionMs` bounds a
+ *   handler that never answers).
  *
  * `finish` never throws, so nothing here can reject unhandled.
  */
@@ -157,12 +195,11 @@ export function settleOnResponse(execution: Execution, res: ServerResponse): voi
   res.once('close', () => {
     if (capture.ended) settle(false);
     else if (res.headersSent) settle(true);
-    else if (res.errored !== null && res.errored !== undefined) {
+    else if (capture.brokenOff || (res.errored !== null && res.errored !== undefined)) {
       settled = true;
       void execution.abort();
     } else {
       waiting = true;
-      execution.clientGone();
     }
   });
 }

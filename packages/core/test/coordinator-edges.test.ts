@@ -18,6 +18,14 @@ describe('coordinator: host hooks that throw never reach the request (design §4
     await expect(other.finish({ status: 500, headers: {}, body: 'x' })).resolves.toBe('released');
   });
 
+  test('a redact that returns nothing (edited in place, forgot to return): the status alone is stored, not released', async () => {
+    const { idem, backend, events } = setup({ redact: (() => undefined) as never });
+    const execution = expectExecute(await idem.begin(post()));
+    await expect(execution.finish(created())).resolves.toBe('finalized');
+    expect(backend.only()?.response).toEqual({ status: 201, headers: {}, body: null, bodyOmitted: true });
+    expect(events).toContainEqual(expect.objectContaining({ type: 'hook-error', hook: 'redact' }));
+  });
+
   test('a throwing redact: the status alone is stored (no headers, body omitted), never the unredacted body', async () => {
     const { idem, backend, events } = setup({ redact: boom });
     const execution = expectExecute(await idem.begin(post()));
@@ -115,16 +123,27 @@ describe('coordinator: release and the lease', () => {
     expect(performance.now() - started).toBeLessThan(500);
   });
 
-  test('clientGone(): the lease is no longer renewed, so a handler that never answers frees the key', async () => {
-    const { idem, backend } = setup({ heartbeatIntervalMs: 20, leaseMs: 60 });
+  test('maxExecutionMs: the lease of a handler that never answers is renewed no longer, so its key frees', async () => {
+    const { idem, backend } = setup({ heartbeatIntervalMs: 20, leaseMs: 60, maxExecutionMs: 70 });
     const execution = expectExecute(await idem.begin(post()));
-    await new Promise((resolve) => setTimeout(resolve, 50));
+    await new Promise((resolve) => setTimeout(resolve, 60));
     const renewals = backend.calls.filter((c) => c === 'renewLease').length;
     expect(renewals).toBeGreaterThan(0);
-    execution.clientGone();
-    await new Promise((resolve) => setTimeout(resolve, 80));
-    expect(backend.calls.filter((c) => c === 'renewLease').length).toBe(renewals);
-    // Its answer, when it comes within the lease, is still stored.
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    const later = backend.calls.filter((c) => c === 'renewLease').length;
+    await new Promise((resolve) => setTimeout(resolve, 60));
+    expect(backend.calls.filter((c) => c === 'renewLease').length).toBe(later);
+    // Its answer, when it comes and nobody took the key over, is still stored.
     expect(await execution.finish(created())).toBe('finalized');
+  });
+
+  test('without maxExecutionMs the lease is renewed for as long as the handler runs', async () => {
+    const { idem, backend } = setup({ heartbeatIntervalMs: 20, leaseMs: 60 });
+    const execution = expectExecute(await idem.begin(post()));
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    const renewals = backend.calls.filter((c) => c === 'renewLease').length;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(backend.calls.filter((c) => c === 'renewLease').length).toBeGreaterThan(renewals);
+    await execution.finish(created());
   });
 });

@@ -70,8 +70,13 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): MemoryStore
   if (maxSizeBytes !== undefined && !(maxSizeBytes > RECORD_OVERHEAD_BYTES)) {
     throw new RangeError(`maxSizeBytes must be more than ${RECORD_OVERHEAD_BYTES}, got ${maxSizeBytes}`);
   }
-  const sizeOf = (record: IdempotencyRecord) =>
-    RECORD_OVERHEAD_BYTES + (record.response?.body?.byteLength ?? 0);
+  /** What a record holds: its body and its headers (names and values), plus a fixed overhead. */
+  const sizeOf = (record: IdempotencyRecord): number => {
+    let size = RECORD_OVERHEAD_BYTES + (record.response?.body?.byteLength ?? 0);
+    for (const [name, value] of Object.entries(record.response?.headers ?? {}))
+      size += name.length + value.length;
+    return size;
+  };
   const completed = new LRUCache<string, IdempotencyRecord>({
     max: options.maxEntries ?? 10_000,
     ...(maxSizeBytes === undefined ? {} : { maxSize: maxSizeBytes, sizeCalculation: sizeOf }),
