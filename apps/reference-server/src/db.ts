@@ -49,10 +49,10 @@ async function pooled<Tx extends SupportedDb>(
   return {
     dialect,
     store,
-    ...executorOn(db, (params) => store.finalize(params)),
+    ...executorOn(db, (params) => store.finalize(params), true),
     transaction: (body) =>
-      db.transaction((tx) => body(executorOn(tx, (params) => store.finalizeInTransaction(tx, params)))),
-    ping: async () => void (await executorOn(db, () => false).rows(sql`SELECT 1`)),
+      db.transaction((tx) => body(executorOn(tx, (params) => store.finalizeInTransaction(tx, params), true))),
+    ping: async () => void (await executorOn(db, () => false, true).rows(sql`SELECT 1`)),
     close,
   };
 }
@@ -69,9 +69,10 @@ async function openSqlite(file: string): Promise<CatalogDatabase> {
   // transaction's statements never interleave with another request's. Inside `transaction` the connection
   // itself is in the transaction (BEGIN IMMEDIATE), so the synchronous transactional finalize runs on it.
   const turn = exclusive();
-  const direct = executorOn(db, (params) => store.finalizeInTransaction(db, params));
+  const direct = executorOn(db, (params) => store.finalizeInTransaction(db, params), false);
   return {
     dialect: 'sqlite',
+    locksRows: false,
     // The coordinator's own store calls take their turn too, or they could land inside an open transaction.
     store: serialized(store, turn),
     rows: (statement) => turn(() => direct.rows(statement)),

@@ -23,6 +23,13 @@ export const noSuchView = (name: string) =>
 export const alreadyExists = (what: string) =>
   new IcebergError(409, 'AlreadyExistsException', `${what} already exists`);
 export const commitFailed = (message: string) => new IcebergError(409, 'CommitFailedException', message);
+
+/** A table changed between the read a commit was built on and its swap: the commit may be re-applied. */
+export class ConcurrentChange extends IcebergError {
+  constructor(label: string) {
+    super(409, 'CommitFailedException', `${label} changed concurrently; refresh and retry the commit`);
+  }
+}
 export const notAuthorized = () =>
   new IcebergError(401, 'NotAuthorizedException', 'Not authorized: a valid bearer token is required');
 /** The idempotency reservation was lost before commit: nothing was committed, the client retries. */

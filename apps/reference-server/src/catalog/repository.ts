@@ -72,15 +72,23 @@ export async function namespaceIsEmpty(ex: Executor, prefix: string, namespace: 
   return children.length === 0;
 }
 
+/**
+ * The entity named `name` in the namespace. With `lock`, inside a transaction, its row stays locked until the
+ * transaction ends (`FOR UPDATE`; SQLite's transactions hold the whole database anyway), so that what is read
+ * is what the transaction changes.
+ */
 export async function getEntity(
   ex: Executor,
   prefix: string,
   namespace: string,
   name: string,
+  options: { readonly lock?: boolean } = {},
 ): Promise<Entity | undefined> {
   const [row] = await ex.rows(
     sql`SELECT kind, metadata_location, metadata FROM catalog_entities
-      WHERE prefix = ${prefix} AND namespace = ${namespace} AND name = ${name}`,
+      WHERE prefix = ${prefix} AND namespace = ${namespace} AND name = ${name}${
+        options.lock === true && ex.locksRows ? sql` FOR UPDATE` : sql``
+      }`,
   );
   return row === undefined ? undefined : toEntity(row);
 }

@@ -31,6 +31,8 @@ export interface Warehouse {
   readMetadata(metadataLocation: string, field: string): Promise<unknown>;
   /** Delete a table's directory (drop with purge): never the warehouse itself, never outside it. */
   purge(location: string): Promise<void>;
+  /** Delete one file (an old metadata file after commit): only inside the warehouse, never a directory. */
+  removeFile(location: string): Promise<void>;
 }
 
 export async function openWarehouse(options: WarehouseOptions): Promise<Warehouse> {
@@ -57,6 +59,9 @@ export async function openWarehouse(options: WarehouseOptions): Promise<Warehous
     },
     readMetadata: async (metadataLocation, field) =>
       readJsonFile(await confine(root, metadataLocation, { field }), field, limits),
+    async removeFile(location) {
+      await rm(await confine(root, location, { field: 'metadata-file' }), { force: true });
+    },
     async purge(location) {
       // rm does not follow symlinks inside the tree it removes; it deletes the links themselves.
       await rm(await confine(root, location, { field: 'location' }), { recursive: true, force: true });

@@ -6,6 +6,8 @@ export type Row = Record<string, unknown>;
 
 /** Runs statements: on the database, or inside a transaction. */
 export interface Executor {
+  /** `true` where `SELECT … FOR UPDATE` locks rows (PostgreSQL, MySQL); SQLite's transactions are exclusive. */
+  readonly locksRows: boolean;
   rows(statement: SQL): Promise<Row[]>;
   /** Run a write; the number of rows it matched (the same on every database). */
   run(statement: SQL): Promise<number>;
@@ -14,8 +16,9 @@ export interface Executor {
 }
 
 /** An executor on a Drizzle database or transaction, with store-sql's result handling for every driver. */
-export function executorOn(db: SupportedDb, finalize: Executor['finalize']): Executor {
+export function executorOn(db: SupportedDb, finalize: Executor['finalize'], locksRows: boolean): Executor {
   return {
+    locksRows,
     rows: (statement) => sqlRows(db, statement),
     run: (statement) => sqlRun(db, statement),
     finalize,

@@ -1,26 +1,13 @@
 import type { FastifyPluginAsync, FastifyRequest } from 'fastify';
 import * as repo from '../catalog/repository.js';
 import { SEPARATOR } from '../catalog/repository.js';
-import {
-  applyUpdates,
-  checkRequirements,
-  newTableMetadata,
-  type TableMetadata,
-} from '../catalog/table-metadata.js';
+import { newTableMetadata } from '../catalog/table-metadata.js';
 import type { Warehouse } from '../catalog/warehouse.js';
-import type { CatalogDatabase, Executor } from '../db.js';
-import {
-  alreadyExists,
-  badRequest,
-  commitFailed,
-  IcebergError,
-  noSuchNamespace,
-  noSuchTable,
-} from '../errors.js';
+import type { CatalogDatabase } from '../db.js';
+import { alreadyExists, badRequest, IcebergError, noSuchNamespace, noSuchTable } from '../errors.js';
 import { registration, renameHandler } from './entity-ops.js';
 import {
   body,
-  identifier,
   loadResult,
   namespaceOf,
   namespaceParts,
@@ -29,54 +16,7 @@ import {
   stringMap,
 } from './parse.js';
 import { mutate, send } from './respond.js';
-
-/** The version number of the next metadata file: one more than the files the log remembers. */
-const nextVersion = (metadata: TableMetadata) => metadata['metadata-log'].length + 1;
-
-interface PreparedCommit {
-  readonly key: string;
-  readonly name: string;
-  readonly label: string;
-  readonly expectedLocation: string;
-  readonly metadataLocation: string;
-  readonly next: TableMetadata;
-}
-
-/**
- * Check a commit's requirements against the current metadata, apply its updates and write the new metadata
- * file: everything but the pointer swap, which happens in the transaction (applyCommit).
- */
-async function prepareCommit(
-  db: Executor,
-  warehouse: Warehouse,
-  prefix: string,
-  id: { namespace: string[]; name: string },
-  input: Record<string, unknown>,
-): Promise<PreparedCommit> {
-  const key = id.namespace.join(SEPARATOR);
-  const label = [...id.namespace, id.name].join('.');
-  const current = await repo.getEntity(db, prefix, key, id.name);
-  const metadata = current?.kind === 'table' ? (current.metadata as TableMetadata) : undefined;
-  checkRequirements(metadata, input.requirements);
-  if (current === undefined || metadata === undefined) throw noSuchTable(label);
-  const next = applyUpdates(metadata, input.updates, Date.now());
-  next['metadata-log'] = [
-    ...metadata['metadata-log'],
-    { 'metadata-file': current.metadataLocation, 'timestamp-ms': metadata['last-updated-ms'] },
-  ];
-  const metadataLocation = await warehouse.writeMetadata(next.location, nextVersion(metadata), next);
-  return { key, name: id.name, label, expectedLocation: current.metadataLocation, metadataLocation, next };
-}
-
-/** Move the table's pointer, only from the metadata its requirements were checked against. */
-async function applyCommit(tx: Executor, prefix: string, change: PreparedCommit): Promise<void> {
-  const swapped = await repo.swapEntity(tx, prefix, change.key, change.name, change.expectedLocation, {
-    kind: 'table',
-    metadataLocation: change.metadataLocation,
-    metadata: change.next,
-  });
-  if (!swapped) throw commitFailed(`${change.label} changed concurrently; refresh and retry the commit`);
-}
+import { commitTableHandler, commitTransactionHandler } from './table-commits.js';
 
 export const catalogRoutes: FastifyPluginAsync<{ db: CatalogDatabase; warehouse: Warehouse }> = async (
   app,
@@ -241,38 +181,8 @@ export const catalogRoutes: FastifyPluginAsync<{ db: CatalogDatabase; warehouse:
     return reply.code(204).send();
   });
 
-  app.post('/namespaces/:namespace/tables/:table', async (request, reply) => {
-    const { prefix, parts } = namespaceOf(request);
-    const table = (request.params as Params).table as string;
-    const change = await prepareCommit(
-      db,
-      warehouse,
-      prefix,
-      { namespace: parts, name: table },
-      body(request),
-    );
-    return mutate(request, reply, db, async (tx) => {
-      await applyCommit(tx, prefix, change);
-      return { status: 200, body: { 'metadata-location': change.metadataLocation, metadata: change.next } };
-    });
-  });
-
-  app.post('/transactions/commit', async (request, reply) => {
-    const { prefix = '' } = request.params as Params;
-    const input = body(request);
-    if (!Array.isArray(input['table-changes'])) throw badRequest('table-changes must be an array');
-    const changes: PreparedCommit[] = [];
-    for (const [i, change] of (input['table-changes'] as unknown[]).entries()) {
-      const requestOfTable = change as Record<string, unknown>;
-      const id = identifier(requestOfTable?.identifier, `table-changes[${i}].identifier`);
-      changes.push(await prepareCommit(db, warehouse, prefix, id, requestOfTable));
-    }
-    // All tables move together, or none does.
-    return mutate(request, reply, db, async (tx) => {
-      for (const change of changes) await applyCommit(tx, prefix, change);
-      return { status: 204 };
-    });
-  });
+  app.post('/namespaces/:namespace/tables/:table', commitTableHandler(db, warehouse));
+  app.post('/transactions/commit', commitTransactionHandler(db, warehouse));
 
   app.post('/namespaces/:namespace/tables/:table/unregister', async (request, reply) => {
     const { prefix, parts, key } = namespaceOf(request);
