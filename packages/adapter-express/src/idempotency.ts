@@ -1,5 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import {
+  clientGoneSignal,
   createIdempotency,
   type Execution,
   type IdemError,
@@ -119,12 +120,6 @@ export function idempotencyMiddleware(options: ExpressIdempotencyOptions): Reque
 
   return (req, res, next) => {
     if (!idem.covers(req.method)) return next();
-    let signal: AbortSignal | undefined;
-    if (idem.waits) {
-      const controller = new AbortController();
-      res.once('close', () => controller.abort());
-      signal = controller.signal;
-    }
     const url = req.originalUrl;
     const queryAt = url.indexOf('?');
     idem
@@ -138,7 +133,10 @@ export function idempotencyMiddleware(options: ExpressIdempotencyOptions): Reque
         // Node joins a repeated header with ", "; a comma is never valid in a key, so that is rejected as is.
         key: req.headers[header],
         scope: options.scope?.(req),
-        signal,
+        // Created only if the request has to wait behind another with its key.
+        get signal() {
+          return idem.waits ? clientGoneSignal(res) : undefined;
+        },
         host: req,
       })
       .then((result) => {

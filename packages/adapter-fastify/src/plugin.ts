@@ -1,5 +1,6 @@
 import { pipeline, Transform } from 'node:stream';
 import {
+  clientGoneSignal,
   createIdempotency,
   type Execution,
   type IdemError,
@@ -11,7 +12,6 @@ import {
 } from '@idem/core';
 import type {
   FastifyPluginAsync,
-  FastifyReply,
   FastifyRequest,
   preHandlerAsyncHookHandler,
   preParsingHookHandler,
@@ -58,13 +58,6 @@ const rawBodies = new WeakMap<FastifyRequest, RawBody>();
 /** @deprecated Read `request.idempotency`; this function goes in the next minor release. */
 export function executionOf(request: FastifyRequest): Execution<FastifyRequest> | undefined {
   return request.idempotency;
-}
-
-/** Aborted when the connection closes before the response is sent: a waiting request stops waiting. */
-function closeSignal(reply: FastifyReply): AbortSignal {
-  const controller = new AbortController();
-  reply.raw.once('close', () => controller.abort());
-  return controller.signal;
 }
 
 const asArray = <T>(hooks: T | T[] | undefined): T[] =>
@@ -138,7 +131,10 @@ const idempotencyPlugin: FastifyPluginAsync<FastifyIdempotencyOptions> = async (
         // Node joins a repeated header with ", "; a comma is never valid in a key, so that is rejected as is.
         key: request.headers[header],
         scope: options.scope?.(request),
-        signal: waits ? closeSignal(reply) : undefined,
+        // Created only if the request has to wait behind another with its key.
+        get signal() {
+          return waits ? clientGoneSignal(reply.raw) : undefined;
+        },
         host: request,
       });
       switch (result.action) {

@@ -142,7 +142,10 @@ export interface IdempotentRequest<Host = unknown> extends FingerprintInput {
   readonly key: string | readonly string[] | undefined;
   /** Who owns the key; keys in different scopes are unrelated. @default '' */
   readonly scope?: string | undefined;
-  /** Aborted when the client goes away; stops a `wait`. */
+  /**
+   * Aborted when the client goes away; stops a `wait`. Read only when the request has to wait, so it may be a
+   * getter that creates the signal then (see `clientGoneSignal`).
+   */
   readonly signal?: AbortSignal | undefined;
   /** The framework's request, handed to the hooks (`redact`, `rebuildReplay`) in their context. */
   readonly host?: Host;

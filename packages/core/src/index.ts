@@ -46,7 +46,7 @@ export {
   UNSEEN_BODY,
 } from './fingerprint.js';
 export { type KeyFormat, type KeyValidator, parseIdempotencyKey } from './key-format.js';
-export { isResponseGone, settleOnResponse } from './node-response.js';
+export { clientGoneSignal, isResponseGone, settleOnResponse } from './node-response.js';
 export {
   type PurgeOnceOptions,
   type PurgeSchedulerOptions,

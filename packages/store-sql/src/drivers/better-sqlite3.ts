@@ -1,4 +1,5 @@
 import type { SQL } from 'drizzle-orm';
+import { SQLiteSyncDialect } from 'drizzle-orm/sqlite-core';
 import type { RawRow } from '../row.js';
 import { bind, type CompiledShape, compile, type Shape } from '../statement-cache.js';
 import type { Driver, StatementResult } from './driver.js';
@@ -35,7 +36,38 @@ function statementOn(connection: Connection, compiled: CompiledShape): PreparedS
   return statement;
 }
 
+const renderer = new SQLiteSyncDialect();
+/** Statements of any text, prepared once per connection: a host's own queries repeat too. Bounded. */
+const byText = new WeakMap<Connection, Map<string, PreparedStatement>>();
+const MAX_CACHED_TEXTS = 500;
+
+function preparedText(connection: Connection, text: string): PreparedStatement {
+  let statements = byText.get(connection);
+  if (statements === undefined) {
+    statements = new Map();
+    byText.set(connection, statements);
+  }
+  let statement = statements.get(text);
+  if (statement === undefined) {
+    if (statements.size >= MAX_CACHED_TEXTS) statements.clear();
+    statement = connection.prepare(text);
+    statements.set(text, statement);
+  }
+  return statement;
+}
+
 function executeSync(db: unknown, statement: SQL, returnsRows: boolean): StatementResult {
+  const connection = (db as { $client?: Connection }).$client;
+  if (connection !== undefined) {
+    // Drizzle would render and prepare the text again on every call; on the connection, once is enough.
+    const query = renderer.sqlToQuery(statement);
+    const prepared = preparedText(connection, query.sql);
+    if (returnsRows && prepared.reader) {
+      const rows = prepared.all(...query.params) as RawRow[];
+      return { rows, affected: rows.length };
+    }
+    return { rows: [], affected: prepared.run(...query.params).changes };
+  }
   const runner = db as SqliteRunner;
   if (returnsRows) {
     const rows = runner.all<RawRow>(statement);

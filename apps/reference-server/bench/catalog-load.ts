@@ -1,0 +1,147 @@
+// The load the catalog benchmarks drive: unique namespace creates and table commits spread over many tables,
+// keyed or not, with autocannon. Shared by `pnpm bench` (throughput ratios) and `pnpm loadtest` (latency).
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { existsSync, mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import autocannon from 'autocannon';
+
+/** A UUIDv7 key: 48 bits of time, version 7, variant 10, the rest random. */
+export function uuidv7(): string {
+  const hex = Date.now().toString(16).padStart(12, '0');
+  const rest = randomUUID().replaceAll('-', '');
+  return `${hex.slice(0, 8)}-${hex.slice(8)}-7${rest.slice(13, 16)}-${((Number.parseInt(rest[16] as string, 16) & 3) | 8).toString(16)}${rest.slice(17, 20)}-${rest.slice(20, 32)}`;
+}
+
+// Where taskset exists, each server gets its own core and this process (the load generator) another, so that
+// they do not steal each other's time.
+export const pinned = existsSync('/usr/bin/taskset');
+if (pinned) spawnSync('/usr/bin/taskset', ['-pc', '1', String(process.pid)], { stdio: 'ignore' });
+
+export interface Server {
+  readonly url: string;
+  stop(): Promise<void>;
+}
+
+/** Start the built catalog (`dist/main.js`) on a free port with `env`, pinned to core 0. */
+export async function startCatalog(env: Record<string, string>, core = 0): Promise<Server> {
+  const main = new URL('../dist/main.js', import.meta.url).pathname;
+  const port = String(20_000 + Math.floor(Math.random() * 20_000));
+  const settings = {
+    ...process.env,
+    HOST: '127.0.0.1',
+    PORT: port,
+    LOG_LEVEL: 'silent',
+    WAREHOUSE: mkdtempSync(join(tmpdir(), 'idem-bench-warehouse-')),
+    ...env,
+  };
+  const command = [process.execPath, main];
+  const child: ChildProcess = pinned
+    ? spawn('/usr/bin/taskset', ['-c', String(core), ...command], { env: settings, stdio: 'inherit' })
+    : spawn(process.execPath, [main], { env: settings, stdio: 'inherit' });
+  const url = `http://127.0.0.1:${port}`;
+  for (let i = 0; ; i++) {
+    try {
+      if ((await fetch(`${url}/healthz`)).ok) break;
+    } catch {
+      if (i > 200) throw new Error('the catalog did not start');
+    }
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  return {
+    url,
+    stop: () =>
+      new Promise<void>((resolve) => {
+        child.once('exit', () => resolve());
+        child.kill('SIGTERM');
+      }),
+  };
+}
+
+export type Operation = 'create' | 'commit';
+const TABLES = 64;
+
+/** Create the namespace and the tables the commit load spreads over. */
+export async function prepare(url: string): Promise<void> {
+  const post = (path: string, body: unknown) =>
+    fetch(url + path, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  await post('/v1/namespaces', { namespace: ['bench'] });
+  const schema = { type: 'struct', 'schema-id': 0, fields: [{ id: 1, name: 'id', required: true, type: 'long' }] };
+  for (let t = 0; t < TABLES; t++) await post('/v1/namespaces/bench/tables', { name: `t${t}`, schema });
+}
+
+let counter = 0;
+/** The next request of an operation: a unique namespace, or a commit of a unique property to one of the tables. */
+function next(operation: Operation): { path: string; body: string } {
+  const n = counter++;
+  if (operation === 'create') return { path: '/v1/namespaces', body: `{"namespace":["bench","n${n}-${process.pid}"]}` };
+  return {
+    path: `/v1/namespaces/bench/tables/t${n % TABLES}`,
+    body: `{"requirements":[],"updates":[{"action":"set-properties","updates":{"p${n}":"${n}"}}]}`,
+  };
+}
+
+export interface LoadResult {
+  readonly requestsPerSecond: number;
+  readonly latency: { readonly p50: number; readonly p95: number; readonly p99: number };
+  readonly errors: number;
+}
+
+/**
+ * Drive `operation` for `seconds`: as fast as `connections` allow, or at a fixed `rate` (requests per second, for
+ * latency at a given load). `keyed`: every request carries a fresh Idempotency-Key; `retryShare`: that share of
+ * requests resend the previous request with its key (a retry, answered by a replay).
+ */
+export async function drive(
+  url: string,
+  options: {
+    operation: Operation;
+    keyed: boolean;
+    seconds: number;
+    connections?: number;
+    rate?: number;
+    retryShare?: number;
+  },
+): Promise<LoadResult> {
+  let last: { path: string; body: string; key: string } | undefined;
+  const times: number[] = [];
+  const result = await new Promise<autocannon.Result>((resolve, reject) => {
+    const instance = autocannon(
+      {
+        url,
+        method: 'POST',
+        connections: options.connections ?? 16,
+        duration: options.seconds,
+        ...(options.rate === undefined ? {} : { overallRate: options.rate }),
+        headers: { 'content-type': 'application/json' },
+        requests: [
+          {
+            setupRequest: (request) => {
+              const retry = last !== undefined && Math.random() < (options.retryShare ?? 0);
+              const { path, body, key } =
+                retry && last !== undefined ? last : { ...next(options.operation), key: uuidv7() };
+              last = { path, body, key };
+              return {
+                ...request,
+                path,
+                body,
+                headers: { ...request.headers, ...(options.keyed ? { 'idempotency-key': key } : {}) },
+              };
+            },
+          },
+        ],
+      },
+      (error, done) => (error ? reject(error) : resolve(done)),
+    );
+    // Every response time, for exact percentiles (autocannon's own summary has no p95).
+    instance.on('response', (_client: unknown, _status: number, _bytes: number, ms: number) => times.push(ms));
+  });
+  times.sort((a, b) => a - b);
+  const at = (q: number) => times[Math.min(times.length - 1, Math.floor(q * times.length))] ?? Number.NaN;
+  return {
+    requestsPerSecond: result.requests.average,
+    latency: { p50: at(0.5), p95: at(0.95), p99: at(0.99) },
+    errors: result.non2xx + result.errors + result.timeouts,
+  };
+}

@@ -1,0 +1,59 @@
+// pnpm bench: the catalog's throughput with and without Idempotency-Key, side by side in one run, for
+// namespace creates and table commits, on SQLite and PostgreSQL. The server runs on core 0, autocannon on core 1.
+import { machine, perSecond, printTable, ratio } from '../../../scripts/bench.js';
+import { drive, type Operation, prepare, startCatalog } from './catalog-load.js';
+
+const PG_URL = process.env.PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+const seconds = Number(process.env.BENCH_SECONDS ?? 5);
+const databases = (process.env.BENCH_DATABASES ?? 'sqlite,postgres').split(',');
+
+async function freshPostgres(): Promise<{ url: string; drop(): Promise<void> }> {
+  const pg = (await import('pg')).default;
+  const name = `bench_${process.pid}_${Date.now()}`;
+  const admin = new pg.Client({ connectionString: PG_URL });
+  await admin.connect();
+  await admin.query(`CREATE DATABASE ${name}`);
+  await admin.end();
+  const url = new URL(PG_URL);
+  url.pathname = `/${name}`;
+  return {
+    url: url.href,
+    async drop() {
+      const client = new pg.Client({ connectionString: PG_URL });
+      await client.connect();
+      await client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+      await client.end();
+    },
+  };
+}
+
+console.log(`machine: ${machine()}`);
+for (const database of databases) {
+  const rows: [string, string][] = [];
+  for (const operation of ['create', 'commit'] as Operation[]) {
+    const measured: Record<string, number> = {};
+    // Unkeyed first and last (averaged, so that drift hits both sides), keyed between; a fresh database and
+    // server process for each run.
+    for (const [name, keyed] of [['plain', false], ['keyed', true], ['plainAgain', false]] as const) {
+      const pg = database === 'postgres' ? await freshPostgres() : undefined;
+      const server = await startCatalog({
+        DATABASE_URL: pg?.url ?? `sqlite:${(await import('node:os')).tmpdir()}/idem-bench-${process.pid}-${name}-${operation}.db`,
+      });
+      try {
+        await prepare(server.url);
+        await drive(server.url, { operation, keyed, seconds: 1 }); // warm-up
+        const result = await drive(server.url, { operation, keyed, seconds });
+        if (result.errors > 0) throw new Error(`${result.errors} errors in ${name} ${operation}`);
+        measured[name] = result.requestsPerSecond;
+      } finally {
+        await server.stop();
+        await pg?.drop();
+      }
+    }
+    const plain = ((measured.plain as number) + (measured.plainAgain as number)) / 2;
+    const keyed = measured.keyed as number;
+    rows.push([`${operation}: without a key`, perSecond(plain)]);
+    rows.push([`${operation}: with a key`, `${perSecond(keyed)}  (${ratio(keyed / plain)} of without)`]);
+  }
+  printTable(`reference server on ${database}`, rows);
+}
