@@ -65,9 +65,17 @@ const TABLES = 64;
 /** Create the namespace and the tables the commit load spreads over. */
 export async function prepare(url: string): Promise<void> {
   const post = (path: string, body: unknown) =>
-    fetch(url + path, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    fetch(url + path, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    });
   await post('/v1/namespaces', { namespace: ['bench'] });
-  const schema = { type: 'struct', 'schema-id': 0, fields: [{ id: 1, name: 'id', required: true, type: 'long' }] };
+  const schema = {
+    type: 'struct',
+    'schema-id': 0,
+    fields: [{ id: 1, name: 'id', required: true, type: 'long' }],
+  };
   for (let t = 0; t < TABLES; t++) await post('/v1/namespaces/bench/tables', { name: `t${t}`, schema });
 }
 
@@ -75,7 +83,8 @@ let counter = 0;
 /** The next request of an operation: a unique namespace, or a commit of a unique property to one of the tables. */
 function next(operation: Operation): { path: string; body: string } {
   const n = counter++;
-  if (operation === 'create') return { path: '/v1/namespaces', body: `{"namespace":["bench","n${n}-${process.pid}"]}` };
+  if (operation === 'create')
+    return { path: '/v1/namespaces', body: `{"namespace":["bench","n${n}-${process.pid}"]}` };
   return {
     path: `/v1/namespaces/bench/tables/t${n % TABLES}`,
     body: `{"requirements":[],"updates":[{"action":"set-properties","updates":{"p${n}":"${n}"}}]}`,
@@ -135,7 +144,9 @@ export async function drive(
       (error, done) => (error ? reject(error) : resolve(done)),
     );
     // Every response time, for exact percentiles (autocannon's own summary has no p95).
-    instance.on('response', (_client: unknown, _status: number, _bytes: number, ms: number) => times.push(ms));
+    instance.on('response', (_client: unknown, _status: number, _bytes: number, ms: number) =>
+      times.push(ms),
+    );
   });
   times.sort((a, b) => a - b);
   const at = (q: number) => times[Math.min(times.length - 1, Math.floor(q * times.length))] ?? Number.NaN;

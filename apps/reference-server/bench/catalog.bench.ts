@@ -34,10 +34,16 @@ for (const database of databases) {
     const measured: Record<string, number> = {};
     // Unkeyed first and last (averaged, so that drift hits both sides), keyed between; a fresh database and
     // server process for each run.
-    for (const [name, keyed] of [['plain', false], ['keyed', true], ['plainAgain', false]] as const) {
+    for (const [name, keyed] of [
+      ['plain', false],
+      ['keyed', true],
+      ['plainAgain', false],
+    ] as const) {
       const pg = database === 'postgres' ? await freshPostgres() : undefined;
       const server = await startCatalog({
-        DATABASE_URL: pg?.url ?? `sqlite:${(await import('node:os')).tmpdir()}/idem-bench-${process.pid}-${name}-${operation}.db`,
+        DATABASE_URL:
+          pg?.url ??
+          `sqlite:${(await import('node:os')).tmpdir()}/idem-bench-${process.pid}-${name}-${operation}.db`,
       });
       try {
         await prepare(server.url);

@@ -52,6 +52,7 @@ export async function buildApp(config: ServerConfig, db: CatalogDatabase): Promi
     clientErrorHandler,
   });
   app.decorateRequest('principal', '');
+  app.decorateRequest('transaction', undefined);
   // Every object a route returns may hold longs past 2^53 as bigints, which JSON.stringify refuses.
   app.setReplySerializer((payload) => stringifyExactJson(payload));
   installErrorHandling(app);

@@ -49,10 +49,9 @@ async function pooled<Tx extends SupportedDb>(
   return {
     dialect,
     store,
-    ...executorOn(db, (params) => store.finalize(params), true),
-    transaction: (body) =>
-      db.transaction((tx) => body(executorOn(tx, (params) => store.finalizeInTransaction(tx, params), true))),
-    ping: async () => void (await executorOn(db, () => false, true).rows(sql`SELECT 1`)),
+    ...executorOn(db, store, true),
+    transaction: (body) => db.transaction((tx) => body(executorOn(tx, store.inTransaction(tx), true))),
+    ping: async () => void (await executorOn(db, store, true).rows(sql`SELECT 1`)),
     close,
   };
 }
@@ -69,7 +68,7 @@ async function openSqlite(file: string): Promise<CatalogDatabase> {
   // transaction's statements never interleave with another request's. Inside `transaction` the connection
   // itself is in the transaction (BEGIN IMMEDIATE), so the synchronous transactional finalize runs on it.
   const turn = exclusive();
-  const direct = executorOn(db, (params) => store.finalizeInTransaction(db, params), false);
+  const direct = executorOn(db, store.inTransaction(db), false);
   return {
     dialect: 'sqlite',
     locksRows: false,
@@ -78,6 +77,7 @@ async function openSqlite(file: string): Promise<CatalogDatabase> {
     rows: (statement) => turn(() => direct.rows(statement)),
     run: (statement) => turn(() => direct.run(statement)),
     finalize: (params) => turn(async () => direct.finalize(params)),
+    idempotency: serialized(direct.idempotency, turn),
     transaction: (body) =>
       turn(async () => {
         connection.exec('BEGIN IMMEDIATE');
@@ -95,16 +95,31 @@ async function openSqlite(file: string): Promise<CatalogDatabase> {
   };
 }
 
+export interface DatabaseOptions {
+  /**
+   * The longest a statement waits for a row lock, in ms: a request that waits behind another with its key
+   * (on the idempotency record's row) answers a retryable 503 after this. @default 5_000
+   */
+  readonly lockTimeoutMs?: number;
+}
+
 /** Open the catalog on `sqlite:<file>` (or `sqlite::memory:`), `postgres://…` or `mysql://…`. */
-export async function openDatabase(url: string): Promise<CatalogDatabase> {
+export async function openDatabase(url: string, options: DatabaseOptions = {}): Promise<CatalogDatabase> {
+  const lockTimeoutMs = options.lockTimeoutMs ?? 5_000;
   if (url.startsWith('postgres://') || url.startsWith('postgresql://')) {
-    const pool = new pg.Pool({ connectionString: url, max: 10 });
+    // Set once per connection, as a startup parameter: no statement per transaction.
+    const pool = new pg.Pool({ connectionString: url, max: 10, options: `-c lock_timeout=${lockTimeoutMs}` });
     pool.on('error', () => {}); // an idle client whose backend died: the pool replaces it
     const db = pgDrizzle(pool);
     return pooled('postgres', db, createSqlStore(db, { dialect: 'postgres' }), () => pool.end());
   }
   if (url.startsWith('mysql://')) {
     const pool = mysql.createPool({ uri: url, connectionLimit: 10 });
+    // InnoDB counts lock waits in whole seconds; set on each connection as the pool opens it.
+    const seconds = Math.max(1, Math.ceil(lockTimeoutMs / 1_000));
+    pool.pool.on('connection', (connection) => {
+      connection.query(`SET SESSION innodb_lock_wait_timeout = ${seconds}`, () => {});
+    });
     const db = mysqlDrizzle(pool);
     return pooled('mysql', db, createSqlStore(db, { dialect: 'mysql' }), () => pool.end());
   }

@@ -55,6 +55,9 @@ export async function registerIdempotency(app: FastifyInstance, config: ServerCo
     graceMs: config.idempotency.graceMs,
     leaseMs: config.idempotency.leaseMs,
     methods: ['POST', 'DELETE'],
+    // Each mutation reserves its key in its own catalog transaction (routes/respond.ts): one transaction per
+    // request, duplicates wait on the record's row, and a crash rolls the reservation back.
+    reserveIn: 'transaction',
     // The spec declares 400, not 422, for every operation; Iceberg's Java client retries 503 with the same
     // key, and reads 409 as AlreadyExists / CommitFailed.
     statuses: { keyReused: 400, inProgress: 503 },
@@ -67,7 +70,9 @@ export async function registerIdempotency(app: FastifyInstance, config: ServerCo
     // allows ("an equivalent final response ... may reflect a newer state"), found by its UUID.
     rebuildReplay: async (stored, { host }) => {
       const uuid = loadResultUuid(stored);
-      const current = uuid === undefined ? undefined : await getEntityByUuid(db, prefixOf(host), uuid);
+      // Inside the mutation's transaction when the key was met there (reserveIn 'transaction'): read in it.
+      const current =
+        uuid === undefined ? undefined : await getEntityByUuid(host.transaction ?? db, prefixOf(host), uuid);
       return withBody(stored, (result) => ({
         ...result,
         ...(current === undefined

@@ -3,7 +3,7 @@ import { loadConfig } from './config.js';
 import { openDatabase } from './db.js';
 
 const config = loadConfig();
-const db = await openDatabase(config.databaseUrl);
+const db = await openDatabase(config.databaseUrl, { lockTimeoutMs: config.idempotency.maxWaitMs });
 const app = await buildApp(config, db);
 const close = async () => {
   await app.close();

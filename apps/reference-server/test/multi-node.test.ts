@@ -56,13 +56,53 @@ for (const backend of backends) {
         expect((await call(b.url, 'GET', '/v1/namespaces/race/tables')).json().identifiers).toHaveLength(1);
       }));
 
-    test('a node that died mid-request frees its key after the lease: the retry on the other node executes', () =>
+    test('a transaction that dies with its key: the duplicate waiting on it executes once it is gone', () =>
       withNodes(async (a, b) => {
         const key = newKey();
         const body = { namespace: ['crash'] };
-        // Node A reserved the key and died before answering: its reservation, with a lease of 300 ms, is all
-        // that is left. The fingerprint is the one the coordinator computes for the same request.
+        const fingerprint = computeFingerprint({
+          method: 'POST',
+          route: '/v1/namespaces',
+          path: '/v1/namespaces',
+          body: JSON.stringify(body),
+          contentType: 'application/json',
+        });
+        // Node A reserves the key in a transaction and dies before committing: the database rolls the
+        // reservation back with the rest. Node B's request with the key waits on its row meanwhile.
+        let aborted = false;
+        const dying = a.db
+          .transaction(async (tx) => {
+            const nowMs = Date.now();
+            await tx.idempotency.reserve({
+              scope: '\u001fanonymous',
+              key,
+              fingerprint,
+              owner: 'node-a-that-died',
+              nowMs,
+              leaseUntilMs: nowMs + 30_000,
+              expiresAtMs: nowMs + 60_000,
+            });
+            await new Promise((resolve) => setTimeout(resolve, 300));
+            aborted = true;
+            throw new Error('node A is gone');
+          })
+          .catch(() => undefined);
+        await new Promise((resolve) => setTimeout(resolve, 50));
+        const retry = await call(b.url, 'POST', '/v1/namespaces', { key, body });
+        await dying;
+        expect(aborted).toBe(true);
+        expect(retry.status).toBe(200); // waited on the row, then executed
+        expect(retry.headers.get('idempotent-replayed')).toBeNull();
+        const again = await call(a.url, 'POST', '/v1/namespaces', { key, body });
+        expect(again.headers.get('idempotent-replayed')).toBe('true');
+      }));
+
+    test('a key held in flight by a reservation outside any transaction: 503 with Retry-After until its lease lapses', () =>
+      withNodes(async (a, b) => {
+        const key = newKey();
+        const body = { namespace: ['held'] };
         const nowMs = Date.now();
+        // As a node that reserves at begin (reserveIn 'begin') and died would leave it.
         await a.db.store.reserve({
           scope: '\u001fanonymous',
           key,
@@ -73,39 +113,18 @@ for (const backend of backends) {
             body: JSON.stringify(body),
             contentType: 'application/json',
           }),
-          owner: 'node-a-that-died',
+          owner: 'node-that-died',
           nowMs,
-          leaseUntilMs: nowMs + 300,
+          leaseUntilMs: nowMs + 400,
           expiresAtMs: nowMs + 60_000,
         });
-        const retry = await call(b.url, 'POST', '/v1/namespaces', { key, body });
-        expect(retry.status).toBe(200); // waited for the lease, took the key over, executed
-        expect(retry.headers.get('idempotent-replayed')).toBeNull();
-        const again = await call(a.url, 'POST', '/v1/namespaces', { key, body });
-        expect(again.headers.get('idempotent-replayed')).toBe('true');
-      }));
-
-    test('a commit whose reservation was taken over is rolled back: 503, and the work is committed once', () =>
-      withNodes(async (a, b) => {
-        await call(a.url, 'POST', '/v1/namespaces', { body: { namespace: ['fence'] } });
-        await call(a.url, 'POST', '/v1/namespaces/fence/tables', { body: { name: 't', schema } });
-        const key = newKey();
-        // Node A reserves the key; the reservation is then stolen (as if A's lease lapsed and B took over) by
-        // rewriting its owner, so that A's fenced finalize inside its transaction finds it lost.
-        const original = a.db.store.reserve.bind(a.db.store);
-        a.db.store.reserve = async (params) => {
-          const result = await original(params);
-          await b.db.store.release({ scope: params.scope, key: params.key, owner: params.owner });
-          await b.db.store.reserve({ ...params, owner: 'thief', leaseUntilMs: params.nowMs + 60_000 });
-          return result;
-        };
-        const commit = { requirements: [], updates: [{ action: 'set-properties', updates: { n: '1' } }] };
-        const lost = await call(a.url, 'POST', '/v1/namespaces/fence/tables/t', { key, body: commit });
-        expect(lost.status).toBe(503);
-        expect(lost.headers.get('retry-after')).toBeTruthy();
-        const table = (await call(b.url, 'GET', '/v1/namespaces/fence/tables/t')).json();
-        expect(table.metadata.properties).toEqual({}); // rolled back: nothing committed
-        expect(table.metadata['metadata-log']).toHaveLength(0);
+        const early = await call(b.url, 'POST', '/v1/namespaces', { key, body });
+        expect(early.status).toBe(503);
+        expect(early.headers.get('retry-after')).toBeTruthy();
+        await new Promise((resolve) => setTimeout(resolve, 450));
+        const later = await call(b.url, 'POST', '/v1/namespaces', { key, body });
+        expect(later.status).toBe(200); // the lease lapsed: taken over, executed
+        expect((await call(a.url, 'GET', '/v1/namespaces/held')).status).toBe(200);
       }));
   });
 }

@@ -25,6 +25,7 @@ import {
 import { storeCall } from './store-call.js';
 import {
   type Clock,
+  type IdempotencyRecord,
   type IdempotencyStore,
   type ReserveResult,
   type StoredResponse,
@@ -100,6 +101,15 @@ export interface IdempotencyOptions<Host = unknown> {
   readonly maxExecutionMs?: number;
   /** @default { strategy: 'reject' } */
   readonly inFlight?: InFlightStrategy;
+  /**
+   * Where the key is reserved. `'begin'`: `begin` reserves it in the store, before the handler runs, under a
+   * lease. `'transaction'`: `begin` only checks the key and takes the fingerprint; the handler reserves the
+   * key inside its own database transaction (`execution.reserveWith(store.inTransaction(tx))`) and finalizes
+   * it there: one transaction per request, duplicates wait on the database's row lock, and a crash rolls the
+   * reservation back with everything else. For hosts whose data lives in the store's database.
+   * @default 'begin'
+   */
+  readonly reserveIn?: 'begin' | 'transaction';
   readonly statuses?: Partial<AnswerStatuses>;
   /** The `Retry-After` value (s) of 409 and 503 answers. @default 1 */
   readonly retryAfterSeconds?: number;
@@ -205,6 +215,7 @@ export function createIdempotency<Host = unknown>(options: IdempotencyOptions<Ho
   const heartbeatMs =
     options.heartbeatIntervalMs === false ? undefined : (options.heartbeatIntervalMs ?? leaseMs / 3);
   const inFlight = options.inFlight ?? { strategy: 'reject' };
+  const reserveInTransaction = options.reserveIn === 'transaction';
   const statuses: AnswerStatuses = { ...DEFAULT_STATUSES, ...options.statuses };
   const retryAfterSeconds = options.retryAfterSeconds ?? 1;
   const failOpen = options.failMode === 'open';
@@ -245,9 +256,33 @@ export function createIdempotency<Host = unknown>(options: IdempotencyOptions<Ho
     maxBodyBytes,
     maxExecutionMs:
       options.maxExecutionMs === undefined ? undefined : positive('maxExecutionMs', options.maxExecutionMs),
+    lifetimeMs: lifetimeMs + graceMs,
     redact: options.redact,
     emit,
     callStore,
+    answerExisting: (execution, record, durationMs) =>
+      answerExisting(
+        {
+          request: execution as unknown as IdempotentRequest<Host>,
+          ref: execution,
+          fingerprint: execution.fingerprint,
+          owner: execution.owner,
+          startedMs: 0,
+        },
+        record,
+        durationMs,
+      ),
+    inProgress: () => {
+      const answer = inProgress(
+        inFlight.strategy === 'wait' ? (inFlight.timeoutStatus ?? statuses.inProgress) : statuses.inProgress,
+      );
+      return (answer as Extract<BeginResult<Host>, { action: 'reject' }>).error;
+    },
+    limitError: (error) =>
+      new IdemStoreLimitError(`the idempotency store cannot hold this request: ${error.message}`, {
+        cause: error,
+        status: statuses.storeLimit,
+      }),
   };
 
   /** One request on its way through `begin`: what every step needs to know of it. */
@@ -316,20 +351,30 @@ export function createIdempotency<Host = unknown>(options: IdempotencyOptions<Ho
     const { ref } = attempt;
     if (result.outcome === 'reserved') {
       emit({ type: 'reserved', scope: ref.scope, key: ref.key, tookOver: result.tookOver, durationMs });
-      const { request } = attempt;
-      return {
-        action: 'execute',
-        execution: new ReservedExecution<Host>(
-          runtime,
-          ref,
-          { method: request.method, route: request.route, path: request.path, host: request.host as Host },
-          attempt.fingerprint,
-          attempt.owner,
-          result.tookOver,
-        ),
-      };
+      return { action: 'execute', execution: executionOf(attempt, result.tookOver ? 'took-over' : 'reserved') };
     }
-    const { record } = result;
+    return answerExisting(attempt, result.record, durationMs);
+  }
+
+  function executionOf(attempt: Attempt, state: 'reserved' | 'took-over' | 'pending'): ReservedExecution<Host> {
+    const { request } = attempt;
+    return new ReservedExecution<Host>(
+      runtime,
+      attempt.ref,
+      { method: request.method, route: request.route, path: request.path, host: request.host as Host },
+      attempt.fingerprint,
+      attempt.owner,
+      state,
+    );
+  }
+
+  /** A record that is there already: 422 for another fingerprint, a replay when completed, else undefined. */
+  async function answerExisting(
+    attempt: Attempt,
+    record: IdempotencyRecord,
+    durationMs: number,
+  ): Promise<Exclude<BeginResult<Host>, { action: 'execute' | 'proceed' }> | undefined> {
+    const { ref } = attempt;
     if (record.fingerprint !== attempt.fingerprint) {
       emit({ type: 'mismatch', scope: ref.scope, key: ref.key, durationMs });
       return {
@@ -423,6 +468,8 @@ export function createIdempotency<Host = unknown>(options: IdempotencyOptions<Ho
       owner: randomUUID(),
       startedMs: performance.now(),
     };
+    // Reserved later, by the handler, inside its own transaction.
+    if (reserveInTransaction) return { action: 'execute', execution: executionOf(attempt, 'pending') };
     try {
       return await reserveOrAnswer(attempt);
     } catch (error) {

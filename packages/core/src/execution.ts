@@ -1,4 +1,4 @@
-import { isStoreLimitError } from './errors.js';
+import { type IdemError, isStoreLimitError } from './errors.js';
 import type { IdempotencyEventListener } from './events.js';
 import {
   defaultFinalizationRule,
@@ -6,9 +6,16 @@ import {
   type FinalizationRule,
 } from './finalization-rules.js';
 import type { HeartbeatScheduler, Renewable } from './heartbeat.js';
-import { type CapturedResponse, toStoredResponse } from './response.js';
+import { type CapturedResponse, type ReplayResponse, toStoredResponse } from './response.js';
 import type { StoreCall } from './store-call.js';
-import type { Clock, FinalizeParams, IdempotencyStore, StoredResponse } from './types.js';
+import type {
+  Clock,
+  FinalizeParams,
+  IdempotencyRecord,
+  IdempotencyStore,
+  StoredResponse,
+  TransactionalStore,
+} from './types.js';
 
 /**
  * The request a record belongs to, as the host's hooks (`redact`, `rebuildReplay`) receive it: its record
@@ -32,7 +39,24 @@ export interface RecordContext<Host = unknown> {
  * (another request owns the key now; nothing was changed), `store-error` (the store failed; the key stays in
  * flight until its lease lapses), `already-settled` (finished, aborted or marked finalized before).
  */
-export type FinishOutcome = 'finalized' | 'released' | 'lease-lost' | 'store-error' | 'already-settled';
+export type FinishOutcome =
+  | 'finalized'
+  | 'released'
+  | 'lease-lost'
+  | 'store-error'
+  | 'already-settled'
+  | 'not-reserved';
+
+/**
+ * What {@link Execution.reserveWith} found inside the host's transaction: `execute` (the key is reserved in
+ * it: do the work, then `finalizeWith` in the same transaction), or the answer to send instead of running the
+ * handler: the stored response (`replay`), or an error (`reject`: the key was used for another request, or
+ * is held by a request of another node still in flight).
+ */
+export type TransactionalReservation =
+  | { readonly action: 'execute' }
+  | { readonly action: 'replay'; readonly response: ReplayResponse }
+  | { readonly action: 'reject'; readonly error: IdemError };
 
 /**
  * What {@link Execution.finalizeWith} did inside the host's transaction: `finalized` (the record is written
@@ -57,11 +81,20 @@ export interface Execution<Host = unknown> extends RecordContext<Host> {
   /** The largest body stored for replay, in bytes: the coordinator's cap within the store's limits. */
   readonly maxBodyBytes: number;
   /**
+   * With `reserveIn: 'transaction'`: reserve the key inside the host's transaction, before its work. On
+   * `execute` the host does its work and `finalizeWith` the same store; otherwise it sends the answer it gets
+   * (a replay, or an error) and writes nothing. A fault of the store is thrown (the transaction fails with
+   * it); a value the store cannot hold comes back as a `reject`.
+   */
+  reserveWith(store: TransactionalStore): Promise<TransactionalReservation>;
+  /**
    * Finalize inside the host's own transaction, so that its work and the record commit together: applies the
    * finalization rule, calls `finalize` with the record's parameters (the coordinator's clock, this owner),
-   * and settles the execution. `finalize` runs the store's transactional finalize, e.g.
-   * `(params) => store.finalizeInTransaction(tx, params)`; an exception from it is the host's to handle (its
-   * transaction rolls back). On `lease-lost` the host MUST roll back.
+   * and settles the execution. `finalize` is the store's transactional finalize, e.g.
+   * `(params) => store.finalizeInTransaction(tx, params)`, or a {@link TransactionalStore}, which also
+   * releases, in the transaction, a key that `reserveWith` reserved there when the rule does not store this
+   * status. An exception from it is the host's to handle (its transaction rolls back). On `lease-lost` the
+   * host MUST roll back.
    *
    * If the transaction then fails to commit, the host answers something else, and `finish` with that answer
    * releases the key.
@@ -76,7 +109,7 @@ export interface Execution<Host = unknown> extends RecordContext<Host> {
    */
   finalizeWith(
     response: CapturedResponse,
-    finalize: (params: FinalizeParams) => boolean | Promise<boolean>,
+    finalize: ((params: FinalizeParams) => boolean | Promise<boolean>) | TransactionalStore,
   ): Promise<TransactionalOutcome>;
   /**
    * The response as it would be stored, or `undefined` when the finalization rule releases this status.
@@ -106,6 +139,18 @@ export interface ExecutionRuntime {
   readonly allowHeaders: ReadonlySet<string>;
   /** The coordinator's body cap within the store's declared limits. */
   readonly maxBodyBytes: number;
+  /** How long a new record is kept: lifetime plus grace (ms). */
+  readonly lifetimeMs: number;
+  /** The coordinator's answer to a record that is there already: 422, a replay, or undefined (in flight). */
+  answerExisting(
+    execution: ReservedExecution<unknown>,
+    record: IdempotencyRecord,
+    durationMs: number,
+  ): Promise<TransactionalReservation | undefined>;
+  /** The coordinator's in-progress error (for a key held by a request still in flight elsewhere). */
+  inProgress(): IdemError;
+  /** The coordinator's store-limit error for a value the store refused. */
+  limitError(error: IdemError): IdemError;
   /** No lease is renewed this long after its reservation (ms); undefined: as long as the handler runs. */
   readonly maxExecutionMs: number | undefined;
   // biome-ignore lint/suspicious/noExplicitAny: the host type is the coordinator's; executions pass themselves.
@@ -133,10 +178,13 @@ export class ReservedExecution<Host = unknown> implements Execution<Host>, Renew
   readonly host: Host;
   readonly fingerprint: string;
   readonly owner: string;
-  readonly tookOver: boolean;
   readonly #runtime: ExecutionRuntime;
   #controller: AbortController | undefined;
   #settled = false;
+  /** Reserved by the coordinator (`begin`), or left to the host's transaction (`pending` until reserved). */
+  #state: 'reserved' | 'took-over' | 'pending';
+  /** Reserved by `reserveWith`, in the host's transaction: no heartbeat, and the rollback releases it. */
+  #inTransaction = false;
   /** The status the host finalized in its own transaction, until `finish` sees what went out. */
   #storedExternally: number | undefined;
   /** When the lease was last set, on the monotonic clock (ms); read by the heartbeat. */
@@ -149,7 +197,7 @@ export class ReservedExecution<Host = unknown> implements Execution<Host>, Renew
     request: ExecutionRequest<Host>,
     fingerprint: string,
     owner: string,
-    tookOver: boolean,
+    state: 'reserved' | 'took-over' | 'pending',
   ) {
     this.#runtime = runtime;
     this.scope = ref.scope;
@@ -160,8 +208,53 @@ export class ReservedExecution<Host = unknown> implements Execution<Host>, Renew
     this.host = request.host;
     this.fingerprint = fingerprint;
     this.owner = owner;
-    this.tookOver = tookOver;
-    runtime.heartbeat?.add(this);
+    this.#state = state;
+    // A key the host reserves in its transaction is held by that transaction, not by a lease.
+    if (state !== 'pending') runtime.heartbeat?.add(this);
+  }
+
+  get tookOver(): boolean {
+    return this.#state === 'took-over';
+  }
+
+  async reserveWith(store: TransactionalStore): Promise<TransactionalReservation> {
+    if (this.#state !== 'pending' || this.#settled) {
+      throw new Error('reserveWith: the key is reserved already (reserveIn is not "transaction", or it was called twice)');
+    }
+    const runtime = this.#runtime;
+    const nowMs = runtime.clock.nowMs();
+    const startedMs = performance.now();
+    let result: Awaited<ReturnType<TransactionalStore['reserve']>>;
+    try {
+      result = await store.reserve({
+        scope: this.scope,
+        key: this.key,
+        fingerprint: this.fingerprint,
+        owner: this.owner,
+        nowMs,
+        leaseUntilMs: nowMs + runtime.leaseMs,
+        expiresAtMs: nowMs + runtime.lifetimeMs,
+      });
+    } catch (error) {
+      if (!isStoreLimitError(error)) throw error; // a fault: the host's transaction fails with it
+      this.#settled = true;
+      runtime.emit({ type: 'store-limit', operation: 'reserve', error, scope: this.scope, key: this.key });
+      return { action: 'reject', error: runtime.limitError(error) };
+    }
+    const durationMs = performance.now() - startedMs;
+    if (result.outcome === 'reserved') {
+      this.#state = result.tookOver ? 'took-over' : 'reserved';
+      this.#inTransaction = true;
+      runtime.emit({ type: 'reserved', scope: this.scope, key: this.key, tookOver: result.tookOver, durationMs });
+      return { action: 'execute' };
+    }
+    this.#settled = true; // nothing of ours to finish: the answer is someone else's
+    const answer = await runtime.answerExisting(this as ReservedExecution<unknown>, result.record, durationMs);
+    if (answer !== undefined) return answer;
+    // Held by a request still in flight, reserved outside any transaction (by a node with reserveIn 'begin'):
+    // a transaction cannot wait on it without holding its own locks, so the client retries later.
+    runtime.emit({ type: 'conflict', scope: this.scope, key: this.key, waited: false, durationMs });
+    return { action: 'reject', error: runtime.inProgress() };
   }
 
   get signal(): AbortSignal {
@@ -210,11 +303,28 @@ export class ReservedExecution<Host = unknown> implements Execution<Host>, Renew
 
   async finalizeWith(
     response: CapturedResponse,
-    finalize: (params: FinalizeParams) => boolean | Promise<boolean>,
+    target: ((params: FinalizeParams) => boolean | Promise<boolean>) | TransactionalStore,
   ): Promise<TransactionalOutcome> {
     if (this.#settled) return 'lease-lost';
+    const finalize =
+      typeof target === 'function' ? target : (params: FinalizeParams) => target.finalize(params);
     const stored = this.prepare(response);
-    if (stored === undefined) return 'not-stored';
+    if (stored === undefined) {
+      if (this.#inTransaction && typeof target !== 'function') {
+        // Reserved in this transaction and not to be stored: gone with it, so the retry executes.
+        this.#settle();
+        await target.release({ scope: this.scope, key: this.key, owner: this.owner });
+        this.#runtime.emit({
+          type: 'released',
+          scope: this.scope,
+          key: this.key,
+          reason: 'status',
+          status: response.status,
+          durationMs: 0,
+        });
+      }
+      return 'not-stored';
+    }
     const startedMs = performance.now();
     // Stop renewing now: the row is locked by the host's transaction until it commits, and a renewal from
     // another connection would wait for it, then find the record completed and report a lost lease.
@@ -255,20 +365,43 @@ export class ReservedExecution<Host = unknown> implements Execution<Host>, Renew
 
   async finish(response: CapturedResponse): Promise<FinishOutcome> {
     if (this.#storedExternally !== undefined) return this.#afterExternal(response.status);
+    if (this.#state === 'pending') {
+      this.#settled = true;
+      return 'not-reserved'; // the handler never reserved the key (it answered before its transaction)
+    }
     if (!this.#settle()) return 'already-settled';
     const stored = this.prepare(response);
     if (stored === undefined) return this.#release('status', response.status);
     const { store, clock, emit } = this.#runtime;
     try {
-      const { value: finalized, durationMs } = await this.#runtime.callStore('finalize', this, () =>
+      const finalizing = () =>
         store.finalize({
           scope: this.scope,
           key: this.key,
           owner: this.owner,
           response: stored,
           nowMs: clock.nowMs(),
-        }),
-      );
+        });
+      let { value: finalized, durationMs } = await this.#runtime.callStore('finalize', this, finalizing);
+      if (!finalized && this.#inTransaction) {
+        // Reserved in the host's transaction, which rolled back (a handler error such as a deterministic 409),
+        // and answered with a status that is stored: keep that answer for the retry, reserved afresh.
+        ({ value: finalized, durationMs } = await this.#runtime.callStore('finalize', this, async () => {
+          const nowMs = clock.nowMs();
+          const again = await store.reserve({
+            scope: this.scope,
+            key: this.key,
+            fingerprint: this.fingerprint,
+            owner: this.owner,
+            nowMs,
+            leaseUntilMs: nowMs + this.#runtime.leaseMs,
+            expiresAtMs: nowMs + this.#runtime.lifetimeMs,
+          });
+          return again.outcome === 'reserved' && (await finalizing());
+        }));
+        // Someone else holds the key by now (a duplicate that waited on the row): its answer stands.
+        if (!finalized) return 'already-settled';
+      }
       if (!finalized) {
         emit({ type: 'lease-lost', scope: this.scope, key: this.key, phase: 'finalize', durationMs });
         return 'lease-lost';
@@ -322,6 +455,7 @@ export class ReservedExecution<Host = unknown> implements Execution<Host>, Renew
 
   async abort(): Promise<void> {
     if (this.#storedExternally !== undefined) await this.#afterExternal(undefined);
+    else if (this.#state === 'pending') this.#settled = true;
     else if (this.#settle()) await this.#release('aborted');
   }
 
@@ -339,6 +473,8 @@ export class ReservedExecution<Host = unknown> implements Execution<Host>, Renew
         store.release({ scope: this.scope, key: this.key, owner: this.owner }),
       );
       if (!released) {
+        // Reserved in the host's transaction, which rolled back: the reservation went with it.
+        if (this.#inTransaction) return 'released';
         emit({ type: 'lease-lost', scope: this.scope, key: this.key, phase: 'release', durationMs });
         return 'lease-lost';
       }

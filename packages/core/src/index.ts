@@ -31,7 +31,13 @@ export {
   type StoreOperation,
   safeListener,
 } from './events.js';
-export type { Execution, FinishOutcome, RecordContext, TransactionalOutcome } from './execution.js';
+export type {
+  Execution,
+  FinishOutcome,
+  RecordContext,
+  TransactionalOutcome,
+  TransactionalReservation,
+} from './execution.js';
 export {
   defaultFinalizationRule,
   type FinalizationAction,
@@ -80,6 +86,7 @@ export {
   type ReserveResult,
   type StoredResponse,
   type StoreLimits,
+  type TransactionalStore,
   systemClock,
 } from './types.js';
 export {

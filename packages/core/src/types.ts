@@ -180,6 +180,17 @@ export interface IdempotencyStore {
   readonly limits?: StoreLimits;
 }
 
+/**
+ * The store calls of one host transaction: a record reserved, finalized or released through it commits or
+ * rolls back with the host's own writes (the SQL store gives one per transaction: `store.inTransaction(tx)`).
+ * Same contracts as the {@link IdempotencyStore} methods of the same names.
+ */
+export interface TransactionalStore {
+  reserve(params: ReserveParams): Promise<ReserveResult>;
+  finalize(params: FinalizeParams): Promise<boolean> | boolean;
+  release(params: OwnedRecordRef): Promise<boolean> | boolean;
+}
+
 /** A source of the current time in epoch milliseconds. Inject one to control time in tests. */
 export interface Clock {
   nowMs(): number;

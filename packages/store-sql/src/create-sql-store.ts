@@ -4,6 +4,7 @@ import {
   newReservation,
   type ReserveParams,
   type ReserveResult,
+  type TransactionalStore,
 } from '@idem/core';
 import type { Dialect, DialectName } from './dialects/dialect.js';
 import { type MysqlDb, mysql } from './dialects/mysql.js';
@@ -47,6 +48,13 @@ export interface SqlStore<Tx, Done> extends IdempotencyStore {
    * `execution.finalizeWith(response, (params) => store.finalizeInTransaction(tx, params))`.
    */
   finalizeInTransaction(tx: Tx, params: FinalizeParams): Done;
+  /**
+   * The store's calls inside the caller's transaction: a key reserved, finalized or released there commits or
+   * rolls back with the caller's writes. For a coordinator with `reserveIn: 'transaction'`:
+   * `execution.reserveWith(store.inTransaction(tx))`, then `execution.finalizeWith(response, …the same…)`.
+   * Concurrent duplicates wait on the row (PostgreSQL, MySQL) until this transaction ends.
+   */
+  inTransaction(tx: Tx): TransactionalStore;
 }
 
 type TxOf<Db> = Db extends { transaction(fn: (tx: infer T) => infer _R): unknown } ? T : never;
@@ -118,17 +126,18 @@ function build(
   table: string,
   maxBodyBytes: number,
 ): SqlStore<unknown, unknown> {
-  async function reserve(params: ReserveParams): Promise<ReserveResult> {
+  /** Reserve on `on` (the database, or a caller's transaction) through `through`, its driver. */
+  async function reserveOn(through: Driver, on: unknown, params: ReserveParams): Promise<ReserveResult> {
     checkReserve(params);
     // A dialect reserves in atomic steps; when the record changed between them (released, purged, taken by
     // another caller) it says so, and the next round starts from what is there now.
     for (let attempt = 0; attempt < RESERVE_ATTEMPTS; attempt++) {
-      const outcome = await dialect.reserve(driver, db, table, params);
+      const outcome = await dialect.reserve(through, on, table, params);
       if (outcome.kind === 'created') {
         return { outcome: 'reserved', record: newReservation(params), tookOver: false };
       }
       if (outcome.kind === 'retry') continue;
-      const row = outcome.row ?? (await driver.run(db, table, loadShape, params)).rows[0];
+      const row = outcome.row ?? (await through.run(on, table, loadShape, params)).rows[0];
       if (row === undefined) continue; // released or purged in between: try again
       const record = toRecord(row);
       if (outcome.kind === 'exists') return { outcome: 'exists', record };
@@ -143,9 +152,18 @@ function build(
   const finalizing = (params: FinalizeParams): FinalizeValues =>
     finalizeValues(dialect, params, checkResponse(params, maxBodyBytes));
 
+  function finalizeInTransaction(tx: unknown, params: FinalizeParams): boolean | Promise<boolean> {
+    const txDriver = driverOf(tx);
+    // SQLite transactions are synchronous: the finalize must be too, to run inside one.
+    if (txDriver.runSync !== undefined) {
+      return txDriver.runSync(tx, table, finalizeShape, finalizing(params)).affected === 1;
+    }
+    return (async () => (await txDriver.run(tx, table, finalizeShape, finalizing(params))).affected === 1)();
+  }
+
   return {
     limits: { maxBodyBytes },
-    reserve,
+    reserve: (params) => reserveOn(driver, db, params),
     async load(ref) {
       checkRef(ref);
       const [row] = (await driver.run(db, table, loadShape, ref)).rows;
@@ -154,14 +172,17 @@ function build(
     async finalize(params) {
       return (await driver.run(db, table, finalizeShape, finalizing(params))).affected === 1;
     },
-    finalizeInTransaction(tx, params) {
+    finalizeInTransaction,
+    inTransaction(tx) {
       const txDriver = driverOf(tx);
-      // SQLite transactions are synchronous: the finalize must be too, to run inside one.
-      if (txDriver.runSync !== undefined) {
-        return txDriver.runSync(tx, table, finalizeShape, finalizing(params)).affected === 1;
-      }
-      return (async () =>
-        (await txDriver.run(tx, table, finalizeShape, finalizing(params))).affected === 1)();
+      return {
+        reserve: (params) => reserveOn(txDriver, tx, params),
+        finalize: (params) => finalizeInTransaction(tx, params),
+        async release(ref) {
+          checkRef(ref);
+          return (await txDriver.run(tx, table, releaseShape, ref)).affected === 1;
+        },
+      };
     },
     async release(ref) {
       checkRef(ref);

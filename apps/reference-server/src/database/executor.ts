@@ -1,4 +1,4 @@
-import type { FinalizeParams } from '@idem/core';
+import type { FinalizeParams, TransactionalStore } from '@idem/core';
 import { type SupportedDb, sqlRows, sqlRun } from '@idem/store-sql';
 import type { SQL } from 'drizzle-orm';
 
@@ -13,14 +13,17 @@ export interface Executor {
   run(statement: SQL): Promise<number>;
   /** Finalize an idempotency record in this executor's transaction; false when the reservation was lost. */
   finalize(params: FinalizeParams): boolean | Promise<boolean>;
+  /** The idempotency store's calls in this executor's transaction (reserve, finalize, release). */
+  readonly idempotency: TransactionalStore;
 }
 
 /** An executor on a Drizzle database or transaction, with store-sql's result handling for every driver. */
-export function executorOn(db: SupportedDb, finalize: Executor['finalize'], locksRows: boolean): Executor {
+export function executorOn(db: SupportedDb, idempotency: TransactionalStore, locksRows: boolean): Executor {
   return {
     locksRows,
     rows: (statement) => sqlRows(db, statement),
     run: (statement) => sqlRun(db, statement),
-    finalize,
+    finalize: (params) => idempotency.finalize(params),
+    idempotency,
   };
 }

@@ -147,11 +147,12 @@ export const catalogRoutes: FastifyPluginAsync<{ db: CatalogDatabase; warehouse:
       await requireNamespace(db, prefix, key);
       return send(reply, { status: 200, body: { metadata, config: {} } });
     }
-    const metadataLocation = await warehouse.writeMetadata(location, 0, metadata);
     return mutate(request, reply, db, async (tx) => {
       await requireNamespace(tx, prefix, key);
       if ((await repo.getEntity(tx, prefix, key, name)) !== undefined)
         throw alreadyExists(`Table ${[...parts, name].join('.')}`);
+      // Written once the key is reserved: a retry that replays writes nothing.
+      const metadataLocation = await warehouse.writeMetadata(location, 0, metadata);
       const entity = { kind: 'table' as const, metadataLocation, metadata };
       await repo.insertEntity(tx, prefix, key, name, entity);
       return { status: 200, body: loadResult(entity) };
@@ -230,8 +231,9 @@ export const catalogRoutes: FastifyPluginAsync<{ db: CatalogDatabase; warehouse:
 
   app.post('/namespaces/:namespace/register', async (request, reply) => {
     const { prefix, parts, key } = namespaceOf(request);
-    const { name, metadataLocation, metadata, overwrite } = await registration(request, warehouse, 'table');
+    const { name, metadataLocation, overwrite, read } = registration(request, warehouse, 'table');
     return mutate(request, reply, db, async (tx) => {
+      const metadata = await read();
       await requireNamespace(tx, prefix, key);
       const existing = await repo.getEntity(tx, prefix, key, name);
       const entity = { kind: 'table' as const, metadataLocation, metadata };

@@ -39,21 +39,31 @@ export function renameHandler(db: CatalogDatabase, kind: EntityKind) {
 const COMPONENT: Record<EntityKind, string> = { table: 'TableMetadata', view: 'ViewMetadata' };
 
 /**
- * The body of a register / register-view request, with the metadata file it points at read (inside the
- * warehouse, bounded) and checked: it must be the spec's TableMetadata / ViewMetadata with what commits need,
- * and its own `location` must be inside the warehouse too, since later commits write there.
+ * The body of a register / register-view request, and how to read the metadata file it points at (inside the
+ * warehouse, bounded) and check it: it must be the spec's TableMetadata / ViewMetadata with what commits need,
+ * and its own `location` must be inside the warehouse too, since later commits write there. The file is read
+ * by the mutation, once its key is reserved: a retry of a registration that went through replays it, whatever
+ * became of the file since.
  */
-export async function registration(request: FastifyRequest, warehouse: Warehouse, kind: EntityKind) {
+export function registration(request: FastifyRequest, warehouse: Warehouse, kind: EntityKind) {
   const input = body(request);
   if (typeof input.name !== 'string' || input.name === '')
     throw badRequest('name must be a non-empty string');
   if (typeof input['metadata-location'] !== 'string') throw badRequest('metadata-location must be a string');
   const metadataLocation = input['metadata-location'];
-  const document = await warehouse.readMetadata(metadataLocation, 'metadata-location');
-  const problem = documentProblem(COMPONENT[kind], document);
-  if (problem !== undefined)
-    throw badRequest(`metadata-location does not hold Iceberg ${kind} metadata: ${problem}`);
-  const metadata = kind === 'table' ? registeredTableMetadata(document) : registeredViewMetadata(document);
-  await warehouse.check(String(metadata.location), 'the location of the registered metadata');
-  return { name: input.name, metadataLocation, metadata, overwrite: input.overwrite === true };
+  return {
+    name: input.name,
+    metadataLocation,
+    overwrite: input.overwrite === true,
+    async read() {
+      const document = await warehouse.readMetadata(metadataLocation, 'metadata-location');
+      const problem = documentProblem(COMPONENT[kind], document);
+      if (problem !== undefined)
+        throw badRequest(`metadata-location does not hold Iceberg ${kind} metadata: ${problem}`);
+      const metadata =
+        kind === 'table' ? registeredTableMetadata(document) : registeredViewMetadata(document);
+      await warehouse.check(String(metadata.location), 'the location of the registered metadata');
+      return metadata;
+    },
+  };
 }

@@ -1,4 +1,12 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** The catalog transaction a mutation runs in, while it runs. */
+    transaction: Executor | undefined;
+  }
+}
+
 import type { CatalogDatabase, Executor } from '../db.js';
 import { retryLater } from '../errors.js';
 import { stringifyExactJson } from '../exact-json.js';
@@ -24,10 +32,10 @@ export function send(reply: FastifyReply, answer: Answer) {
 }
 
 /**
- * Run a catalog mutation in one database transaction together with the idempotency record: the change and the
- * stored answer commit together or not at all. When the fenced finalize finds the reservation lost (another
- * node took the key over after our lease lapsed), the change is rolled back and the answer is a retryable 503,
- * so the work is never committed twice.
+ * Run a catalog mutation in one database transaction together with its idempotency record: the key is reserved
+ * there first (a duplicate waits on its row until this transaction ends, then replays), the change is made, and
+ * the answer is finalized; all commit together, or nothing does. A key held by another request, or used for
+ * another one, answers without running `work`.
  */
 export async function mutate(
   request: FastifyRequest,
@@ -37,15 +45,29 @@ export async function mutate(
   /** Runs once the transaction has committed, before the answer goes out (a purge); must not throw. */
   afterCommit?: () => Promise<void>,
 ) {
-  const answer = await db.transaction(async (tx) => {
-    const result = await work(tx);
-    const finalized = await request.idempotency?.finalizeWith(render(result), (params) =>
-      tx.finalize(params),
-    );
-    if (finalized === 'lease-lost')
-      throw retryLater('the idempotency reservation was lost before commit; retry with the same key');
-    return result;
-  });
+  const execution = request.idempotency;
+  const outcome = await db
+    .transaction(async (tx) => {
+      // A replay is rebuilt from the catalog as it is now (idempotency.ts), read in this same transaction.
+      request.transaction = tx;
+      const reservation = await execution?.reserveWith(tx.idempotency);
+      if (reservation !== undefined && reservation.action !== 'execute') return reservation;
+      const answer = await work(tx);
+      if ((await execution?.finalizeWith(render(answer), tx.idempotency)) === 'lease-lost')
+        throw retryLater('the idempotency reservation was lost before commit; retry with the same key');
+      return { action: 'answer' as const, answer };
+    })
+    .finally(() => {
+      request.transaction = undefined;
+    });
+  if (outcome.action === 'replay') {
+    const { status, headers, body } = outcome.response;
+    return reply
+      .code(status)
+      .headers(headers)
+      .send(body ?? undefined);
+  }
+  if (outcome.action === 'reject') throw outcome.error;
   await afterCommit?.();
-  return send(reply, answer);
+  return send(reply, outcome.answer);
 }

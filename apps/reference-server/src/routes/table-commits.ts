@@ -45,7 +45,8 @@ function previousVersionsMax(metadata: TableMetadata): number {
 /**
  * Check a commit's requirements against the table as it is now, apply its updates and write the new metadata
  * file: everything but the pointer swap. `lock` reads the table's row locked (inside a transaction), so that
- * the swap cannot lose a race afterwards.
+ * the swap cannot lose a race afterwards. (Iceberg writes the file before the swap too: a file no commit
+ * points to is harmless.)
  */
 async function prepareCommit(
   ex: Executor,
@@ -86,7 +87,7 @@ async function prepareCommit(
   };
 }
 
-/** Move the table's pointer, only from the metadata its requirements were checked against. */
+/** Move the table's pointer, only from the metadata its requirements were checked against (locked, so it is). */
 async function applyCommit(tx: Executor, prefix: string, change: PreparedCommit): Promise<void> {
   const swapped = await repo.swapEntity(tx, prefix, change.key, change.name, change.expectedLocation, {
     kind: 'table',
@@ -97,12 +98,12 @@ async function applyCommit(tx: Executor, prefix: string, change: PreparedCommit)
 }
 
 /**
- * Commit changes to one or more tables, all or none. As Iceberg's catalogs do, a commit whose table changed
- * concurrently is not refused while its requirements still hold: it is applied again on the fresh metadata.
- * The first attempt is optimistic (the metadata is read and written outside the transaction, the swap checks
- * nothing moved); one that lost the race is redone inside the transaction with the tables' rows locked (in
- * one order, so that two transactions never wait on each other), where it cannot lose again. A 409 then
- * means a requirement failed against the table as it is now.
+ * Commit changes to one or more tables, all or none, inside the mutation's transaction (after its key is
+ * reserved there, so that a retry of a commit that went through replays it rather than meet its own change):
+ * each table's row is read locked (in one order, so that two transactions never wait on each other), its
+ * requirements checked against the table as it is now, its updates applied and the new metadata written, then
+ * the pointers move. As in Iceberg's catalogs, concurrent commits that do not conflict all land, one after the
+ * other; a 409 means a requirement failed against the current metadata.
  */
 async function commit(
   request: FastifyRequest,
@@ -113,46 +114,30 @@ async function commit(
   commits: readonly TableCommit[],
   answer: (changes: readonly PreparedCommit[]) => Answer,
 ) {
-  const removeExpired = (changes: readonly PreparedCommit[]) => async () => {
-    for (const file of changes.flatMap((change) => change.expired)) {
-      await warehouse
-        .removeFile(file)
-        .catch((error: unknown) => request.log.warn({ err: error, file }, 'old metadata file not deleted'));
-    }
-  };
-  const optimistic: PreparedCommit[] = [];
-  for (const table of commits) optimistic.push(await prepareCommit(db, warehouse, prefix, table, false));
-  try {
-    return await mutate(
-      request,
-      reply,
-      db,
-      async (tx) => {
-        for (const change of optimistic) await applyCommit(tx, prefix, change);
-        return answer(optimistic);
-      },
-      removeExpired(optimistic),
-    );
-  } catch (error) {
-    if (!(error instanceof ConcurrentChange)) throw error;
-  }
   const ordered = [...commits].sort((a, b) => {
     const x = [...a.id.namespace, a.id.name].join(SEPARATOR);
     const y = [...b.id.namespace, b.id.name].join(SEPARATOR);
     return x < y ? -1 : x > y ? 1 : 0;
   });
-  let locked: PreparedCommit[] = [];
+  let changes: PreparedCommit[] = [];
   return mutate(
     request,
     reply,
     db,
     async (tx) => {
-      locked = [];
-      for (const table of ordered) locked.push(await prepareCommit(tx, warehouse, prefix, table, true));
-      for (const change of locked) await applyCommit(tx, prefix, change);
-      return answer(commits.map((table) => locked[ordered.indexOf(table)] as PreparedCommit));
+      changes = [];
+      for (const table of ordered) changes.push(await prepareCommit(tx, warehouse, prefix, table, true));
+      for (const change of changes) await applyCommit(tx, prefix, change);
+      return answer(commits.map((table) => changes[ordered.indexOf(table)] as PreparedCommit));
     },
-    () => removeExpired(locked)(),
+    // Files that fell out of the metadata log, once the commit is in.
+    async () => {
+      for (const file of changes.flatMap((change) => change.expired)) {
+        await warehouse
+          .removeFile(file)
+          .catch((error: unknown) => request.log.warn({ err: error, file }, 'old metadata file not deleted'));
+      }
+    },
   );
 }
 

@@ -20,20 +20,24 @@ export const viewRoutes: FastifyPluginAsync<{ db: CatalogDatabase; warehouse: Wa
   app,
   { db, warehouse },
 ) => {
-  /** Create a view where nothing of that name exists yet (create and register-view). */
+  /**
+   * Create a view where nothing of that name exists yet (create and register-view); `entity` is made once the
+   * key is reserved and the name found free, so that a retry that replays writes nothing.
+   */
   const insertView = (
     request: FastifyRequest,
     reply: FastifyReply,
     at: { prefix: string; parts: string[]; key: string; name: string },
-    entity: repo.Entity,
+    entity: () => Promise<repo.Entity>,
   ) =>
     mutate(request, reply, db, async (tx) => {
       await requireNamespace(tx, at.prefix, at.key);
       if ((await repo.getEntity(tx, at.prefix, at.key, at.name)) !== undefined) {
         throw alreadyExists(`View ${[...at.parts, at.name].join('.')}`);
       }
-      await repo.insertEntity(tx, at.prefix, at.key, at.name, entity);
-      return { status: 200, body: loadResult(entity) };
+      const made = await entity();
+      await repo.insertEntity(tx, at.prefix, at.key, at.name, made);
+      return { status: 200, body: loadResult(made) };
     });
 
   app.get('/namespaces/:namespace/views', async (request) => {
@@ -52,13 +56,11 @@ export const viewRoutes: FastifyPluginAsync<{ db: CatalogDatabase; warehouse: Wa
     const location =
       typeof input.location === 'string' ? input.location : warehouse.defaultLocation(parts, name);
     const metadata = newViewMetadata(input, location, Date.now());
-    const metadataLocation = await warehouse.writeMetadata(location, 0, metadata);
-    return insertView(
-      request,
-      reply,
-      { prefix, parts, key, name },
-      { kind: 'view', metadataLocation, metadata },
-    );
+    return insertView(request, reply, { prefix, parts, key, name }, async () => ({
+      kind: 'view',
+      metadataLocation: await warehouse.writeMetadata(location, 0, metadata),
+      metadata,
+    }));
   });
 
   const loadView = async (request: FastifyRequest) => {
@@ -80,19 +82,25 @@ export const viewRoutes: FastifyPluginAsync<{ db: CatalogDatabase; warehouse: Wa
   });
 
   app.post('/namespaces/:namespace/views/:view', async (request, reply) => {
-    const { prefix, key } = namespaceOf(request);
+    const { prefix, parts, key } = namespaceOf(request);
     const name = viewName(request);
-    const current = await loadView(request);
     const input = body(request);
-    const metadata = current.metadata as ViewMetadata;
-    checkViewRequirements(metadata, input.requirements);
-    const next = applyViewUpdates(metadata, input.updates, Date.now());
-    const metadataLocation = await warehouse.writeMetadata(
-      next.location,
-      metadata['version-log'].length,
-      next,
-    );
+    // Read, checked and replaced in the transaction, the view's row locked: concurrent replacements that do
+    // not conflict all land, and a retry of one that went through replays it.
     return mutate(request, reply, db, async (tx) => {
+      const current = await repo.getEntity(tx, prefix, key, name, { lock: true });
+      if (current === undefined || current.kind !== 'view') {
+        if ((await repo.getNamespace(tx, prefix, key)) === undefined) throw noSuchNamespace(parts.join('.'));
+        throw noSuchView([...parts, name].join('.'));
+      }
+      const metadata = current.metadata as ViewMetadata;
+      checkViewRequirements(metadata, input.requirements);
+      const next = applyViewUpdates(metadata, input.updates, Date.now());
+      const metadataLocation = await warehouse.writeMetadata(
+        next.location,
+        metadata['version-log'].length,
+        next,
+      );
       const entity = { kind: 'view' as const, metadataLocation, metadata: next };
       if (!(await repo.swapEntity(tx, prefix, key, name, current.metadataLocation, entity))) {
         throw commitFailed('the view changed concurrently; refresh and retry');
@@ -115,12 +123,11 @@ export const viewRoutes: FastifyPluginAsync<{ db: CatalogDatabase; warehouse: Wa
 
   app.post('/namespaces/:namespace/register-view', async (request, reply) => {
     const { prefix, parts, key } = namespaceOf(request);
-    const { name, metadataLocation, metadata } = await registration(request, warehouse, 'view');
-    return insertView(
-      request,
-      reply,
-      { prefix, parts, key, name },
-      { kind: 'view', metadataLocation, metadata },
-    );
+    const { name, metadataLocation, read } = registration(request, warehouse, 'view');
+    return insertView(request, reply, { prefix, parts, key, name }, async () => ({
+      kind: 'view',
+      metadataLocation,
+      metadata: await read(),
+    }));
   });
 };

@@ -22,7 +22,7 @@ export interface Node {
 export async function startNode(databaseUrl: string, env: Record<string, string> = {}): Promise<Node> {
   const warehouse = mkdtempSync(join(tmpdir(), 'idem-warehouse-'));
   const config = loadConfig({ DATABASE_URL: databaseUrl, WAREHOUSE: warehouse, LOG_LEVEL: 'silent', ...env });
-  const db = await openDatabase(config.databaseUrl);
+  const db = await openDatabase(config.databaseUrl, { lockTimeoutMs: config.idempotency.maxWaitMs });
   const app = await buildApp(config, db);
   const url = await app.listen({ host: '127.0.0.1', port: 0 });
   return {

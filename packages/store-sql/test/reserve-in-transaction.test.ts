@@ -1,0 +1,211 @@
+import { randomUUID } from 'node:crypto';
+import { createIdempotency, type Execution, type TransactionalStore } from '@idem/core';
+import { createSqlStore, ensureSchema } from '@idem/store-sql';
+import Database from 'better-sqlite3';
+import { sql } from 'drizzle-orm';
+import { drizzle as sqliteDrizzle } from 'drizzle-orm/better-sqlite3';
+import { drizzle as mysqlDrizzle } from 'drizzle-orm/mysql2';
+import { drizzle as pgDrizzle } from 'drizzle-orm/node-postgres';
+import mysql from 'mysql2/promise';
+import pg from 'pg';
+import { describe, expect, test } from 'vitest';
+import { MYSQL_URL, mysqlUp, PG_URL, pgUp, uniqueTable } from './support/backends.js';
+
+// reserveIn: 'transaction': the key is reserved, the work done and the record finalized in one transaction of
+// the host's; duplicates wait on the row until it ends.
+
+const created = { status: 201, headers: { 'content-type': 'application/json' }, body: '{"id":1}' };
+const request = (key: string) => ({ method: 'POST', route: '/orders', path: '/orders', body: { a: 1 }, key });
+const keyOf = () => {
+  const uuid = randomUUID();
+  return `${uuid.slice(0, 14)}7${uuid.slice(15)}`;
+};
+
+/** A database the host writes to, with its transaction and its own table of orders. */
+interface Host {
+  /** Run `body` in a transaction: commit when it resolves, roll back when it throws. */
+  transaction<T>(body: (tx: { insert(id: string): Promise<void>; idem: TransactionalStore }) => Promise<T>): Promise<T>;
+  orders(): Promise<string[]>;
+  store: ReturnType<typeof createSqlStore>;
+  close(): Promise<void>;
+}
+
+async function postgresHost(): Promise<Host> {
+  const table = uniqueTable();
+  const orders = `${table}_orders`;
+  const pool = new pg.Pool({ connectionString: PG_URL, max: 6 });
+  const db = pgDrizzle(pool);
+  await ensureSchema(db, { dialect: 'postgres', table });
+  await db.execute(sql`CREATE TABLE ${sql.identifier(orders)} (id text PRIMARY KEY)`);
+  const store = createSqlStore(db, { dialect: 'postgres', table });
+  return {
+    store: store as Host['store'],
+    transaction: (body) =>
+      db.transaction((tx) =>
+        body({
+          insert: async (id) => void (await tx.execute(sql`INSERT INTO ${sql.identifier(orders)} VALUES (${id})`)),
+          idem: store.inTransaction(tx),
+        }),
+      ),
+    orders: async () => (await pool.query(`SELECT id FROM ${orders} ORDER BY id`)).rows.map((r) => r.id as string),
+    close: async () => {
+      await db.execute(sql`DROP TABLE IF EXISTS ${sql.identifier(table)}, ${sql.identifier(orders)}`);
+      await pool.end();
+    },
+  };
+}
+
+async function mysqlHost(): Promise<Host> {
+  const table = uniqueTable();
+  const orders = `${table}_orders`;
+  const pool = mysql.createPool({ uri: MYSQL_URL, connectionLimit: 6 });
+  const db = mysqlDrizzle(pool);
+  await ensureSchema(db, { dialect: 'mysql', table });
+  await db.execute(sql`CREATE TABLE ${sql.identifier(orders)} (id varchar(64) PRIMARY KEY)`);
+  const store = createSqlStore(db, { dialect: 'mysql', table });
+  return {
+    store: store as Host['store'],
+    transaction: (body) =>
+      db.transaction((tx) =>
+        body({
+          insert: async (id) => void (await tx.execute(sql`INSERT INTO ${sql.identifier(orders)} VALUES (${id})`)),
+          idem: store.inTransaction(tx),
+        }),
+      ),
+    orders: async () => ((await pool.query(`SELECT id FROM ${orders} ORDER BY id`))[0] as { id: string }[]).map((r) => r.id),
+    close: async () => {
+      await db.execute(sql`DROP TABLE IF EXISTS ${sql.identifier(table)}, ${sql.identifier(orders)}`);
+      await pool.end();
+    },
+  };
+}
+
+/** SQLite: one connection, transactions opened on it (BEGIN IMMEDIATE) so that async work can run inside. */
+async function sqliteHost(): Promise<Host> {
+  const connection = new Database(':memory:');
+  const db = sqliteDrizzle(connection);
+  await ensureSchema(db, { dialect: 'sqlite' });
+  connection.exec('CREATE TABLE orders (id text PRIMARY KEY)');
+  const store = createSqlStore(db, { dialect: 'sqlite' });
+  let tail: Promise<unknown> = Promise.resolve();
+  return {
+    store: store as unknown as Host['store'],
+    transaction: (body) => {
+      const run = tail.then(async () => {
+        connection.exec('BEGIN IMMEDIATE');
+        try {
+          const result = await body({
+            insert: async (id) => void connection.prepare('INSERT INTO orders VALUES (?)').run(id),
+            idem: store.inTransaction(db),
+          });
+          connection.exec('COMMIT');
+          return result;
+        } catch (error) {
+          connection.exec('ROLLBACK');
+          throw error;
+        }
+      });
+      tail = run.catch(() => {});
+      return run;
+    },
+    orders: async () => (connection.prepare('SELECT id FROM orders ORDER BY id').all() as { id: string }[]).map((r) => r.id),
+    close: async () => void connection.close(),
+  };
+}
+
+/** The host's handler: reserve, write an order, finalize, all in one transaction; or the answer to send. */
+async function handle(host: Host, execution: Execution, order: string, options: { failAfterWrite?: boolean } = {}) {
+  return host.transaction(async (tx) => {
+    const reservation = await execution.reserveWith(tx.idem);
+    if (reservation.action !== 'execute') return reservation.action;
+    await tx.insert(order);
+    if (options.failAfterWrite) throw new Error('the handler failed');
+    expect(await execution.finalizeWith(created, tx.idem)).toBe('finalized');
+    return 'executed';
+  });
+}
+
+const hosts = [
+  ['SQLite', sqliteHost, true],
+  ['PostgreSQL', postgresHost, await pgUp()],
+  ['MariaDB', mysqlHost, await mysqlUp()],
+] as const;
+
+for (const [name, makeHost, up] of hosts) {
+  describe.runIf(up)(`${name}: reserveIn 'transaction'`, () => {
+    test('one transaction reserves, writes and finalizes; the retry replays without running the handler', async () => {
+      const host = await makeHost();
+      try {
+        const idem = createIdempotency({ store: host.store, reserveIn: 'transaction' });
+        const key = keyOf();
+        const first = await idem.begin(request(key));
+        if (first.action !== 'execute') throw new Error(first.action);
+        expect(await handle(host, first.execution, 'o1')).toBe('executed');
+        expect(await first.execution.finish(created)).toBe('finalized');
+        const retry = await idem.begin(request(key));
+        if (retry.action !== 'execute') throw new Error(retry.action);
+        expect(await handle(host, retry.execution, 'o1-again')).toBe('replay');
+        expect(await host.orders()).toEqual(['o1']);
+        expect((await host.store.load({ scope: '', key }))?.response?.status).toBe(201);
+      } finally {
+        await host.close();
+      }
+    });
+
+    test('a handler that fails after its write rolls back the reservation with it: the retry executes', async () => {
+      const host = await makeHost();
+      try {
+        const idem = createIdempotency({ store: host.store, reserveIn: 'transaction' });
+        const key = keyOf();
+        const first = await idem.begin(request(key));
+        if (first.action !== 'execute') throw new Error(first.action);
+        await expect(handle(host, first.execution, 'o1', { failAfterWrite: true })).rejects.toThrow('failed');
+        expect(await first.execution.finish({ status: 500, headers: {}, body: null })).toBe('released');
+        expect(await host.store.load({ scope: '', key })).toBeUndefined();
+        const retry = await idem.begin(request(key));
+        if (retry.action !== 'execute') throw new Error(retry.action);
+        expect(await handle(host, retry.execution, 'o2')).toBe('executed');
+        expect(await host.orders()).toEqual(['o2']);
+      } finally {
+        await host.close();
+      }
+    });
+
+    test('10 concurrent requests with one key: one executes, every other waits for it and replays', async () => {
+      const host = await makeHost();
+      try {
+        const idem = createIdempotency({ store: host.store, reserveIn: 'transaction' });
+        const key = keyOf();
+        const outcomes = await Promise.all(
+          Array.from({ length: 10 }, async (_, i) => {
+            const begun = await idem.begin(request(key));
+            if (begun.action !== 'execute') throw new Error(begun.action);
+            return handle(host, begun.execution, `o${i}`);
+          }),
+        );
+        expect(outcomes.filter((o) => o === 'executed')).toHaveLength(1);
+        expect(outcomes.filter((o) => o === 'replay')).toHaveLength(9);
+        expect(await host.orders()).toHaveLength(1);
+      } finally {
+        await host.close();
+      }
+    });
+
+    test('a status the rule releases is removed in the transaction: nothing is left for the retry to meet', async () => {
+      const host = await makeHost();
+      try {
+        const idem = createIdempotency({ store: host.store, reserveIn: 'transaction' });
+        const key = keyOf();
+        const first = await idem.begin(request(key));
+        if (first.action !== 'execute') throw new Error(first.action);
+        await host.transaction(async (tx) => {
+          expect((await first.execution.reserveWith(tx.idem)).action).toBe('execute');
+          expect(await first.execution.finalizeWith({ status: 503, headers: {}, body: null }, tx.idem)).toBe('not-stored');
+        });
+        expect(await host.store.load({ scope: '', key })).toBeUndefined();
+      } finally {
+        await host.close();
+      }
+    });
+  });
+}
