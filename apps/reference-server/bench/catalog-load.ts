@@ -59,7 +59,7 @@ export async function startCatalog(env: Record<string, string>, core = 0): Promi
   };
 }
 
-export type Operation = 'create' | 'commit';
+export type Operation = 'create' | 'commit' | 'load';
 const TABLES = 64;
 
 /** Create the namespace and the tables the commit load spreads over. */
@@ -80,13 +80,19 @@ export async function prepare(url: string): Promise<void> {
 }
 
 let counter = 0;
-/** The next request of an operation: a unique namespace, or a commit of a unique property to one of the tables. */
-function next(operation: Operation): { path: string; body: string } {
+/**
+ * The next request of an operation: a unique namespace, a commit of a unique property to one of the tables,
+ * or a load of one of them.
+ */
+export function next(operation: Operation): { method: 'POST' | 'GET'; path: string; body?: string } {
   const n = counter++;
+  const table = `/v1/namespaces/bench/tables/t${n % TABLES}`;
   if (operation === 'create')
-    return { path: '/v1/namespaces', body: `{"namespace":["bench","n${n}-${process.pid}"]}` };
+    return { method: 'POST', path: '/v1/namespaces', body: `{"namespace":["bench","n${n}-${process.pid}"]}` };
+  if (operation === 'load') return { method: 'GET', path: table };
   return {
-    path: `/v1/namespaces/bench/tables/t${n % TABLES}`,
+    method: 'POST',
+    path: table,
     body: `{"requirements":[],"updates":[{"action":"set-properties","updates":{"p${n}":"${n}"}}]}`,
   };
 }
@@ -113,7 +119,7 @@ export async function drive(
     retryShare?: number;
   },
 ): Promise<LoadResult> {
-  let last: { path: string; body: string; key: string } | undefined;
+  let last: { path: string; body?: string; key: string } | undefined;
   const times: number[] = [];
   const result = await new Promise<autocannon.Result>((resolve, reject) => {
     const instance = autocannon(
@@ -130,11 +136,11 @@ export async function drive(
               const retry = last !== undefined && Math.random() < (options.retryShare ?? 0);
               const { path, body, key } =
                 retry && last !== undefined ? last : { ...next(options.operation), key: uuidv7() };
-              last = { path, body, key };
+              last = { path, key, ...(body === undefined ? {} : { body }) };
               return {
                 ...request,
                 path,
-                body,
+                ...(body === undefined ? {} : { body }),
                 headers: { ...request.headers, ...(options.keyed ? { 'idempotency-key': key } : {}) },
               };
             },
