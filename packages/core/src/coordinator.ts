@@ -351,12 +351,18 @@ export function createIdempotency<Host = unknown>(options: IdempotencyOptions<Ho
     const { ref } = attempt;
     if (result.outcome === 'reserved') {
       emit({ type: 'reserved', scope: ref.scope, key: ref.key, tookOver: result.tookOver, durationMs });
-      return { action: 'execute', execution: executionOf(attempt, result.tookOver ? 'took-over' : 'reserved') };
+      return {
+        action: 'execute',
+        execution: executionOf(attempt, result.tookOver ? 'took-over' : 'reserved'),
+      };
     }
     return answerExisting(attempt, result.record, durationMs);
   }
 
-  function executionOf(attempt: Attempt, state: 'reserved' | 'took-over' | 'pending'): ReservedExecution<Host> {
+  function executionOf(
+    attempt: Attempt,
+    state: 'reserved' | 'took-over' | 'pending',
+  ): ReservedExecution<Host> {
     const { request } = attempt;
     return new ReservedExecution<Host>(
       runtime,

@@ -219,7 +219,9 @@ export class ReservedExecution<Host = unknown> implements Execution<Host>, Renew
 
   async reserveWith(store: TransactionalStore): Promise<TransactionalReservation> {
     if (this.#state !== 'pending' || this.#settled) {
-      throw new Error('reserveWith: the key is reserved already (reserveIn is not "transaction", or it was called twice)');
+      throw new Error(
+        'reserveWith: the key is reserved already (reserveIn is not "transaction", or it was called twice)',
+      );
     }
     const runtime = this.#runtime;
     const nowMs = runtime.clock.nowMs();
@@ -245,11 +247,21 @@ export class ReservedExecution<Host = unknown> implements Execution<Host>, Renew
     if (result.outcome === 'reserved') {
       this.#state = result.tookOver ? 'took-over' : 'reserved';
       this.#inTransaction = true;
-      runtime.emit({ type: 'reserved', scope: this.scope, key: this.key, tookOver: result.tookOver, durationMs });
+      runtime.emit({
+        type: 'reserved',
+        scope: this.scope,
+        key: this.key,
+        tookOver: result.tookOver,
+        durationMs,
+      });
       return { action: 'execute' };
     }
     this.#settled = true; // nothing of ours to finish: the answer is someone else's
-    const answer = await runtime.answerExisting(this as ReservedExecution<unknown>, result.record, durationMs);
+    const answer = await runtime.answerExisting(
+      this as ReservedExecution<unknown>,
+      result.record,
+      durationMs,
+    );
     if (answer !== undefined) return answer;
     // Held by a request still in flight, reserved outside any transaction (by a node with reserveIn 'begin'):
     // a transaction cannot wait on it without holding its own locks, so the client retries later.

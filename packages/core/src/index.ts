@@ -86,8 +86,8 @@ export {
   type ReserveResult,
   type StoredResponse,
   type StoreLimits,
-  type TransactionalStore,
   systemClock,
+  type TransactionalStore,
 } from './types.js';
 export {
   type KeyValidation,
