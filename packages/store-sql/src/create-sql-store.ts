@@ -60,6 +60,31 @@ export interface SqlStore<Tx, Done> extends IdempotencyStore {
 type TxOf<Db> = Db extends { transaction(fn: (tx: infer T) => infer _R): unknown } ? T : never;
 
 const DIALECTS: Record<DialectName, Dialect> = { postgres, mysql, sqlite };
+
+// A deadlock or a lock wait that timed out rolls back only the statement's own (autocommit) transaction: the
+// call is tried again, a few times with a random pause. Never inside a caller's transaction, which the
+// database has aborted as a whole.
+const TRANSIENT = new Set(['ER_LOCK_DEADLOCK', 'ER_LOCK_WAIT_TIMEOUT', '40P01', '40001']);
+const TRANSIENT_ATTEMPTS = 4;
+
+function isTransient(error: unknown): boolean {
+  for (let e: unknown = error; typeof e === 'object' && e !== null; e = (e as { cause?: unknown }).cause) {
+    if (TRANSIENT.has(String((e as { code?: unknown }).code))) return true;
+  }
+  return false;
+}
+
+async function transient<T>(call: () => Promise<T>): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await call();
+    } catch (error) {
+      if (attempt === TRANSIENT_ATTEMPTS || !isTransient(error)) throw error;
+      await new Promise((resolve) => setTimeout(resolve, Math.random() * 10 * 2 ** attempt));
+    }
+  }
+}
+
 const DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024;
 const RESERVE_ATTEMPTS = 5;
 
@@ -163,14 +188,15 @@ function build(
 
   return {
     limits: { maxBodyBytes },
-    reserve: (params) => reserveOn(driver, db, params),
+    reserve: (params) => transient(() => reserveOn(driver, db, params)),
     async load(ref) {
       checkRef(ref);
       const [row] = (await driver.run(db, table, loadShape, ref)).rows;
       return row === undefined ? undefined : toRecord(row);
     },
     async finalize(params) {
-      return (await driver.run(db, table, finalizeShape, finalizing(params))).affected === 1;
+      const values = finalizing(params);
+      return transient(async () => (await driver.run(db, table, finalizeShape, values)).affected === 1);
     },
     finalizeInTransaction,
     inTransaction(tx) {
@@ -186,17 +212,17 @@ function build(
     },
     async release(ref) {
       checkRef(ref);
-      return (await driver.run(db, table, releaseShape, ref)).affected === 1;
+      return transient(async () => (await driver.run(db, table, releaseShape, ref)).affected === 1);
     },
     async renewLease(params) {
       checkRef(params);
-      return (await driver.run(db, table, renewShape, params)).affected === 1;
+      return transient(async () => (await driver.run(db, table, renewShape, params)).affected === 1);
     },
     async purgeExpired(params) {
       if (!Number.isSafeInteger(params.limit) || params.limit < 1) {
         throw new RangeError(`limit must be a positive integer, got ${params.limit}`);
       }
-      return (await driver.execute(db, dialect.purge(table, params))).affected;
+      return transient(() => dialect.purge(driver, db, table, params));
     },
   };
 }

@@ -24,7 +24,9 @@ const keyOf = () => {
 /** A database the host writes to, with its transaction and its own table of orders. */
 interface Host {
   /** Run `body` in a transaction: commit when it resolves, roll back when it throws. */
-  transaction<T>(body: (tx: { insert(id: string): Promise<void>; idem: TransactionalStore }) => Promise<T>): Promise<T>;
+  transaction<T>(
+    body: (tx: { insert(id: string): Promise<void>; idem: TransactionalStore }) => Promise<T>,
+  ): Promise<T>;
   orders(): Promise<string[]>;
   store: ReturnType<typeof createSqlStore>;
   close(): Promise<void>;
@@ -39,15 +41,17 @@ async function postgresHost(): Promise<Host> {
   await db.execute(sql`CREATE TABLE ${sql.identifier(orders)} (id text PRIMARY KEY)`);
   const store = createSqlStore(db, { dialect: 'postgres', table });
   return {
-    store: store as Host['store'],
+    store: store as unknown as Host['store'],
     transaction: (body) =>
       db.transaction((tx) =>
         body({
-          insert: async (id) => void (await tx.execute(sql`INSERT INTO ${sql.identifier(orders)} VALUES (${id})`)),
+          insert: async (id) =>
+            void (await tx.execute(sql`INSERT INTO ${sql.identifier(orders)} VALUES (${id})`)),
           idem: store.inTransaction(tx),
         }),
       ),
-    orders: async () => (await pool.query(`SELECT id FROM ${orders} ORDER BY id`)).rows.map((r) => r.id as string),
+    orders: async () =>
+      (await pool.query(`SELECT id FROM ${orders} ORDER BY id`)).rows.map((r) => r.id as string),
     close: async () => {
       await db.execute(sql`DROP TABLE IF EXISTS ${sql.identifier(table)}, ${sql.identifier(orders)}`);
       await pool.end();
@@ -64,15 +68,17 @@ async function mysqlHost(): Promise<Host> {
   await db.execute(sql`CREATE TABLE ${sql.identifier(orders)} (id varchar(64) PRIMARY KEY)`);
   const store = createSqlStore(db, { dialect: 'mysql', table });
   return {
-    store: store as Host['store'],
+    store: store as unknown as Host['store'],
     transaction: (body) =>
       db.transaction((tx) =>
         body({
-          insert: async (id) => void (await tx.execute(sql`INSERT INTO ${sql.identifier(orders)} VALUES (${id})`)),
+          insert: async (id) =>
+            void (await tx.execute(sql`INSERT INTO ${sql.identifier(orders)} VALUES (${id})`)),
           idem: store.inTransaction(tx),
         }),
       ),
-    orders: async () => ((await pool.query(`SELECT id FROM ${orders} ORDER BY id`))[0] as { id: string }[]).map((r) => r.id),
+    orders: async () =>
+      ((await pool.query(`SELECT id FROM ${orders} ORDER BY id`))[0] as { id: string }[]).map((r) => r.id),
     close: async () => {
       await db.execute(sql`DROP TABLE IF EXISTS ${sql.identifier(table)}, ${sql.identifier(orders)}`);
       await pool.end();
@@ -108,13 +114,19 @@ async function sqliteHost(): Promise<Host> {
       tail = run.catch(() => {});
       return run;
     },
-    orders: async () => (connection.prepare('SELECT id FROM orders ORDER BY id').all() as { id: string }[]).map((r) => r.id),
+    orders: async () =>
+      (connection.prepare('SELECT id FROM orders ORDER BY id').all() as { id: string }[]).map((r) => r.id),
     close: async () => void connection.close(),
   };
 }
 
 /** The host's handler: reserve, write an order, finalize, all in one transaction; or the answer to send. */
-async function handle(host: Host, execution: Execution, order: string, options: { failAfterWrite?: boolean } = {}) {
+async function handle(
+  host: Host,
+  execution: Execution,
+  order: string,
+  options: { failAfterWrite?: boolean } = {},
+) {
   return host.transaction(async (tx) => {
     const reservation = await execution.reserveWith(tx.idem);
     if (reservation.action !== 'execute') return reservation.action;
@@ -200,7 +212,9 @@ for (const [name, makeHost, up] of hosts) {
         if (first.action !== 'execute') throw new Error(first.action);
         await host.transaction(async (tx) => {
           expect((await first.execution.reserveWith(tx.idem)).action).toBe('execute');
-          expect(await first.execution.finalizeWith({ status: 503, headers: {}, body: null }, tx.idem)).toBe('not-stored');
+          expect(await first.execution.finalizeWith({ status: 503, headers: {}, body: null }, tx.idem)).toBe(
+            'not-stored',
+          );
         });
         expect(await host.store.load({ scope: '', key })).toBeUndefined();
       } finally {

@@ -1,5 +1,4 @@
 import type { PurgeParams, ReserveParams } from '@idem/core';
-import type { SQL } from 'drizzle-orm';
 import type { Driver } from '../drivers/driver.js';
 import type { RawRow } from '../row.js';
 
@@ -24,6 +23,6 @@ export interface Dialect {
   bool(value: boolean): unknown;
   /** Reserve through `driver`, in as few atomic statements as the dialect allows. */
   reserve(driver: Driver, db: unknown, table: string, params: ReserveParams): Promise<ReserveOutcome>;
-  /** Delete at most `limit` records that expired before `beforeMs`. */
-  purge(table: string, params: PurgeParams): SQL;
+  /** Delete at most `limit` records that expired before `beforeMs`; the count deleted. */
+  purge(driver: Driver, db: unknown, table: string, params: PurgeParams): Promise<number>;
 }

@@ -97,6 +97,29 @@ export const mysql: Dialect = {
         throw new Error(`unexpected reserve outcome ${insertId} from the server`);
     }
   },
-  purge: (table, { beforeMs, limit }) =>
-    sql`DELETE FROM ${id(table)} WHERE ${id('expires_at_ms')} < ${beforeMs} LIMIT ${limit}`,
+  // Two steps, so that the purge locks rows in the order everything else does: by primary key, then the
+  // expiry index. A DELETE … WHERE expires_at_ms < … LIMIT walks the expiry index first and took its locks
+  // in the other order, deadlocking with a reserve that replaced an expired record it was deleting.
+  async purge(driver, db, table, { beforeMs, limit }) {
+    const picked = (
+      await driver.execute(
+        db,
+        sql`SELECT ${id('scope')}, ${id('idem_key')} FROM ${id(table)}
+          WHERE ${id('expires_at_ms')} < ${beforeMs} LIMIT ${limit}`,
+        true,
+      )
+    ).rows;
+    if (picked.length === 0) return 0;
+    const refs = sql.join(
+      picked.map((row) => sql`(${row.scope}, ${row.idem_key})`),
+      sql`, `,
+    );
+    // The expiry is checked again: a record reserved afresh since the pick is not expired any more.
+    const deleted = await driver.execute(
+      db,
+      sql`DELETE FROM ${id(table)} WHERE (${id('scope')}, ${id('idem_key')}) IN (${refs})
+        AND ${id('expires_at_ms')} < ${beforeMs}`,
+    );
+    return deleted.affected;
+  },
 };

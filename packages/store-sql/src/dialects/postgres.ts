@@ -15,8 +15,13 @@ export const postgres: Dialect = {
   reserve: (driver, db, table, params) => reserveInSteps(driver, shapes, db, table, params),
   // A bounded batch picked by primary key; SKIP LOCKED lets purgers on many nodes share the work without
   // waiting on each other's rows.
-  purge: (table, { beforeMs, limit }) =>
-    sql`DELETE FROM ${id(table)} WHERE (${id('scope')}, ${id('idem_key')}) IN (
+  purge: async (driver, db, table, { beforeMs, limit }) =>
+    (
+      await driver.execute(
+        db,
+        sql`DELETE FROM ${id(table)} WHERE (${id('scope')}, ${id('idem_key')}) IN (
       SELECT ${id('scope')}, ${id('idem_key')} FROM ${id(table)}
       WHERE ${id('expires_at_ms')} < ${beforeMs} LIMIT ${limit} FOR UPDATE SKIP LOCKED)`,
+      )
+    ).affected,
 };

@@ -14,7 +14,12 @@ export const sqlite: Dialect = {
   name: 'sqlite',
   bool: (value) => (value ? 1 : 0),
   reserve: (driver, db, table, params) => reserveInSteps(driver, shapes, db, table, params),
-  purge: (table, { beforeMs, limit }) =>
-    sql`DELETE FROM ${sql.identifier(table)} WHERE rowid IN (
+  purge: async (driver, db, table, { beforeMs, limit }) =>
+    (
+      await driver.execute(
+        db,
+        sql`DELETE FROM ${sql.identifier(table)} WHERE rowid IN (
       SELECT rowid FROM ${sql.identifier(table)} WHERE ${sql.identifier('expires_at_ms')} < ${beforeMs} LIMIT ${limit})`,
+      )
+    ).affected,
 };
