@@ -9,7 +9,7 @@ import {
   IdemStoreLimitError,
   IdemStoreUnavailableError,
 } from './errors.js';
-import { type IdempotencyEventListener, safeListener } from './events.js';
+import { hasListeners, type IdempotencyEventListeners, safeListener } from './events.js';
 import { type Execution, type ExecutionRuntime, type RecordContext, ReservedExecution } from './execution.js';
 import { defaultFinalizationRule, type FinalizationRule } from './finalization-rules.js';
 import { computeFingerprint, type FingerprintInput, type FingerprintOptions } from './fingerprint.js';
@@ -22,7 +22,7 @@ import {
   type ReplayResponse,
   toReplayResponse,
 } from './response.js';
-import { storeCall } from './store-call.js';
+import { type CallRef, storeCall } from './store-call.js';
 import {
   type Clock,
   type IdempotencyStore,
@@ -130,7 +130,11 @@ export interface IdempotencyOptions<Host = unknown> {
   ) => StoredResponse | undefined | Promise<StoredResponse | undefined>;
   /** @default the system clock */
   readonly clock?: Clock;
-  readonly onEvent?: IdempotencyEventListener;
+  /**
+   * Receives every event (metrics, traces, an audit log): one listener or several, each isolated from the
+   * others and from the request. Nothing is built for events when there is none.
+   */
+  readonly onEvent?: IdempotencyEventListeners;
 }
 
 /**
@@ -211,6 +215,7 @@ export function createIdempotency<Host = unknown>(options: IdempotencyOptions<Ho
   );
   const clock = options.clock ?? systemClock;
   const emit = safeListener(options.onEvent);
+  const listening = hasListeners(emit);
   const allowHeaders = new Set((options.replayHeaders ?? DEFAULT_REPLAY_HEADERS).map((h) => h.toLowerCase()));
   for (const header of allowHeaders) {
     if (NEVER_STORED_HEADERS.has(header)) {
@@ -250,7 +255,7 @@ export function createIdempotency<Host = unknown>(options: IdempotencyOptions<Ho
   /** One request on its way through `begin`: what every step needs to know of it. */
   interface Attempt {
     readonly request: IdempotentRequest<Host>;
-    readonly ref: { readonly scope: string; readonly key: string };
+    readonly ref: CallRef;
     readonly fingerprint: string;
     readonly owner: string;
     readonly startedMs: number;
@@ -310,10 +315,18 @@ export function createIdempotency<Host = unknown>(options: IdempotencyOptions<Ho
     result: ReserveResult,
     durationMs: number,
   ): Promise<BeginResult<Host> | undefined> {
-    const { ref } = attempt;
+    const { ref, request } = attempt;
     if (result.outcome === 'reserved') {
-      emit({ type: 'reserved', scope: ref.scope, key: ref.key, tookOver: result.tookOver, durationMs });
-      const { request } = attempt;
+      if (listening) {
+        emit({
+          type: 'reserved',
+          ...ref,
+          owner: attempt.owner,
+          tookOver: result.tookOver,
+          durationMs,
+          elapsedMs: performance.now() - attempt.startedMs,
+        });
+      }
       return {
         action: 'execute',
         execution: new ReservedExecution<Host>(
@@ -328,7 +341,15 @@ export function createIdempotency<Host = unknown>(options: IdempotencyOptions<Ho
     }
     const { record } = result;
     if (record.fingerprint !== attempt.fingerprint) {
-      emit({ type: 'mismatch', scope: ref.scope, key: ref.key, durationMs });
+      if (listening) {
+        emit({
+          type: 'mismatch',
+          ...ref,
+          status: statuses.keyReused,
+          durationMs,
+          elapsedMs: performance.now() - attempt.startedMs,
+        });
+      }
       return {
         action: 'reject',
         error: new IdemKeyReusedError('this Idempotency-Key was already used for a different request', {
@@ -343,9 +364,17 @@ export function createIdempotency<Host = unknown>(options: IdempotencyOptions<Ho
       rebuilt = options.rebuildReplay ? await options.rebuildReplay(stored, contextOf(attempt)) : undefined;
     } catch (error) {
       // The stored answer is still the right one; a newer view of it was only a courtesy.
-      emit({ type: 'hook-error', hook: 'rebuildReplay', error, scope: ref.scope, key: ref.key });
+      emit({ type: 'hook-error', hook: 'rebuildReplay', error, ...ref });
     }
-    emit({ type: 'replayed', scope: ref.scope, key: ref.key, status: stored.status, durationMs });
+    if (listening) {
+      emit({
+        type: 'replayed',
+        ...ref,
+        status: stored.status,
+        durationMs,
+        elapsedMs: performance.now() - attempt.startedMs,
+      });
+    }
     return { action: 'replay', response: toReplayResponse(rebuilt ?? stored) };
   }
 
@@ -370,14 +399,12 @@ export function createIdempotency<Host = unknown>(options: IdempotencyOptions<Ho
       const settled = await answer(attempt, result, performance.now() - startedMs);
       if (settled !== undefined) return settled;
     }
-    emit({
-      type: 'conflict',
-      scope: ref.scope,
-      key: ref.key,
-      waited: true,
-      durationMs: performance.now() - startedMs,
-    });
-    return inProgress(wait.timeoutStatus ?? statuses.inProgress);
+    const status = wait.timeoutStatus ?? statuses.inProgress;
+    if (listening) {
+      const elapsedMs = performance.now() - startedMs;
+      emit({ type: 'conflict', ...ref, waited: true, status, durationMs: elapsedMs, elapsedMs });
+    }
+    return inProgress(status);
   }
 
   async function reserveOrAnswer(attempt: Attempt): Promise<BeginResult<Host>> {
@@ -385,7 +412,16 @@ export function createIdempotency<Host = unknown>(options: IdempotencyOptions<Ho
     const settled = await answer(attempt, result, durationMs);
     if (settled !== undefined) return settled;
     if (inFlight.strategy === 'wait') return waitForOther(attempt);
-    emit({ type: 'conflict', scope: attempt.ref.scope, key: attempt.ref.key, waited: false, durationMs });
+    if (listening) {
+      emit({
+        type: 'conflict',
+        ...attempt.ref,
+        waited: false,
+        status: statuses.inProgress,
+        durationMs,
+        elapsedMs: performance.now() - attempt.startedMs,
+      });
+    }
     return inProgress(statuses.inProgress);
   }
 
@@ -415,7 +451,7 @@ export function createIdempotency<Host = unknown>(options: IdempotencyOptions<Ho
     }
     const attempt: Attempt = {
       request,
-      ref: { scope: request.scope ?? '', key: parsed.key },
+      ref: { scope: request.scope ?? '', key: parsed.key, method: request.method, route: request.route },
       fingerprint: fingerprintOf(request),
       owner: randomUUID(),
       startedMs: performance.now(),

@@ -1,5 +1,5 @@
 import { isStoreLimitError } from './errors.js';
-import type { IdempotencyEventListener } from './events.js';
+import { hasListeners, type IdempotencyEventListener } from './events.js';
 import {
   defaultFinalizationRule,
   type FinalizationAction,
@@ -205,7 +205,27 @@ export class ReservedExecution<Host = unknown> implements Execution<Host>, Renew
   }
 
   #hookFailed(hook: 'finalizationRule' | 'redact', error: unknown): void {
-    this.#runtime.emit({ type: 'hook-error', hook, error, scope: this.scope, key: this.key });
+    const { scope, key, method, route } = this;
+    this.#runtime.emit({ type: 'hook-error', hook, error, scope, key, method, route });
+  }
+
+  /** `true` when an event would reach a listener: nothing is built or timed for events otherwise. */
+  get #listening(): boolean {
+    return hasListeners(this.#runtime.emit);
+  }
+
+  /** What every event of this execution carries. */
+  #eventBase(durationMs: number) {
+    const { scope, key, method, route, owner } = this;
+    return {
+      scope,
+      key,
+      method,
+      route,
+      owner,
+      durationMs,
+      executionMs: performance.now() - this.#reservedAtMs,
+    };
   }
 
   async finalizeWith(
@@ -231,25 +251,23 @@ export class ReservedExecution<Host = unknown> implements Execution<Host>, Renew
       nowMs: this.#runtime.clock.nowMs(),
     });
     const durationMs = performance.now() - startedMs;
+    const { status } = stored;
     if (!finalized) {
       this.#storedExternally = undefined; // not ours any more: nothing to release
-      this.#runtime.emit({ type: 'lease-lost', scope, key, phase: 'finalize', durationMs });
+      if (this.#listening) {
+        this.#runtime.emit({ type: 'lease-lost', ...this.#eventBase(durationMs), phase: 'finalize', status });
+      }
       return 'lease-lost';
     }
-    this.#runtime.emit({ type: 'finalized', scope, key, status: stored.status, external: true, durationMs });
+    if (this.#listening) {
+      this.#runtime.emit({ type: 'finalized', ...this.#eventBase(durationMs), status, external: true });
+    }
     return 'finalized';
   }
 
   markFinalized(status: number): void {
-    if (this.#settle()) {
-      this.#runtime.emit({
-        type: 'finalized',
-        scope: this.scope,
-        key: this.key,
-        status,
-        external: true,
-        durationMs: 0,
-      });
+    if (this.#settle() && this.#listening) {
+      this.#runtime.emit({ type: 'finalized', ...this.#eventBase(0), status, external: true });
     }
   }
 
@@ -269,18 +287,15 @@ export class ReservedExecution<Host = unknown> implements Execution<Host>, Renew
           nowMs: clock.nowMs(),
         }),
       );
+      const { status } = stored;
       if (!finalized) {
-        emit({ type: 'lease-lost', scope: this.scope, key: this.key, phase: 'finalize', durationMs });
+        if (this.#listening) {
+          emit({ type: 'lease-lost', ...this.#eventBase(durationMs), phase: 'finalize', status });
+        }
         return 'lease-lost';
       }
-      emit({
-        type: 'finalized',
-        scope: this.scope,
-        key: this.key,
-        status: stored.status,
-        external: false,
-        durationMs,
-      });
+      if (this.#listening)
+        emit({ type: 'finalized', ...this.#eventBase(durationMs), status, external: false });
       return 'finalized';
     } catch (error) {
       // A response the store cannot hold: free the key, so the retry executes, rather than leave it blocked
@@ -306,14 +321,14 @@ export class ReservedExecution<Host = unknown> implements Execution<Host>, Renew
         this.#runtime.store.release({ scope: this.scope, key: this.key, owner: this.owner }),
       );
       if (!released) return 'finalized'; // the commit went through after all
-      this.#runtime.emit({
-        type: 'released',
-        scope: this.scope,
-        key: this.key,
-        reason: 'aborted',
-        durationMs,
-        ...(status === undefined ? {} : { status }),
-      });
+      if (this.#listening) {
+        this.#runtime.emit({
+          type: 'released',
+          ...this.#eventBase(durationMs),
+          reason: 'aborted',
+          ...(status === undefined ? {} : { status }),
+        });
+      }
       return 'released';
     } catch {
       return 'store-error';
@@ -338,18 +353,13 @@ export class ReservedExecution<Host = unknown> implements Execution<Host>, Renew
       const { value: released, durationMs } = await this.#runtime.callStore('release', this, () =>
         store.release({ scope: this.scope, key: this.key, owner: this.owner }),
       );
+      if (!this.#listening) return released ? 'released' : 'lease-lost';
+      const withStatus = status === undefined ? {} : { status };
       if (!released) {
-        emit({ type: 'lease-lost', scope: this.scope, key: this.key, phase: 'release', durationMs });
+        emit({ type: 'lease-lost', ...this.#eventBase(durationMs), phase: 'release', ...withStatus });
         return 'lease-lost';
       }
-      emit({
-        type: 'released',
-        scope: this.scope,
-        key: this.key,
-        reason,
-        durationMs,
-        ...(status === undefined ? {} : { status }),
-      });
+      emit({ type: 'released', ...this.#eventBase(durationMs), reason, ...withStatus });
       return 'released';
     } catch {
       return 'store-error';
@@ -385,7 +395,8 @@ export class ReservedExecution<Host = unknown> implements Execution<Host>, Renew
           this.#renewing = false;
           if (renewed || this.#settled) return;
           this.#runtime.heartbeat?.remove(this);
-          emit({ type: 'lease-lost', scope: this.scope, key: this.key, phase: 'heartbeat', durationMs });
+          if (this.#listening)
+            emit({ type: 'lease-lost', ...this.#eventBase(durationMs), phase: 'heartbeat' });
           this.#controller ??= new AbortController();
           this.#controller.abort(new Error('the idempotency reservation was lost'));
         },
