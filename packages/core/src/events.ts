@@ -73,6 +73,8 @@ export type IdempotencyEvent =
       readonly key: string;
       readonly method?: string;
       readonly route?: string;
+      /** The status of the coordinator's answer, when this refusal decided it (a `reserve`). */
+      readonly status?: number;
     }
   | {
       /** A host hook threw; the coordinator went on without it (see `hook` for what it did instead). */
@@ -97,6 +99,8 @@ export type IdempotencyEvent =
       readonly route?: string;
       /** The execution's owner token, when the failed call was an execution's (`finalize`, `release`, `renewLease`). */
       readonly owner?: string | undefined;
+      /** The status of the coordinator's answer, when this failure decided it (a `reserve` failing closed). */
+      readonly status?: number;
     }
   | {
       /**

@@ -74,6 +74,7 @@ export function storeCall(options: StoreCallOptions): StoreCall {
           key: ref.key,
           method: ref.method,
           route: ref.route,
+          ...(operation === 'reserve' ? { status: options.limitStatus } : {}),
         });
         throw new IdemStoreLimitError(`the idempotency store cannot hold this request: ${error.message}`, {
           cause: error,
@@ -95,6 +96,7 @@ export function storeCall(options: StoreCallOptions): StoreCall {
         method: ref.method,
         route: ref.route,
         owner: ref.owner,
+        ...(operation === 'reserve' && !options.failOpen ? { status: options.unavailableStatus } : {}),
       });
       throw new IdemStoreUnavailableError(`the idempotency store is unavailable (${operation})`, {
         cause: error,

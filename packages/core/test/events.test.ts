@@ -151,13 +151,18 @@ describe('events: what they carry (labels for metrics and traces, never bodies o
     });
   });
 
-  test('a reserve that fails names the request, and no owner (nothing was reserved)', async () => {
+  test('a reserve that fails names the request and its answer (503), and no owner (nothing was reserved)', async () => {
     const { idem, backend, events } = setup();
     backend.inject('reserve', 'throw');
     await idem.begin(post());
     expect(events).toMatchObject([
-      { type: 'store-error', operation: 'reserve', method: 'POST', route: '/v1/orders' },
+      { type: 'store-error', operation: 'reserve', method: 'POST', route: '/v1/orders', status: 503 },
     ]);
     expect((events[0] as { owner?: string }).owner).toBeUndefined();
+    const open = setup({ failMode: 'open' });
+    open.backend.inject('reserve', 'throw');
+    await open.idem.begin(post());
+    expect(open.events[0]).toMatchObject({ type: 'store-error', failedOpen: true });
+    expect((open.events[0] as { status?: number }).status).toBeUndefined();
   });
 });
