@@ -42,7 +42,10 @@ async function collector(host: string, port: number, into: Export[]): Promise<Se
   return server;
 }
 
-const running: { child?: ChildProcess | undefined; servers: Server[]; dirs: string[] } = { servers: [], dirs: [] };
+const running: { child?: ChildProcess | undefined; servers: Server[]; dirs: string[] } = {
+  servers: [],
+  dirs: [],
+};
 afterEach(async () => {
   running.child?.kill('SIGKILL');
   running.child = undefined;

@@ -15,10 +15,7 @@ export function openAuditLog(app: FastifyInstance, config: ServerConfig) {
   let sink: AuditSink = app.log;
   if (file !== undefined) {
     const destination = pino.destination({ dest: file, mkdir: true, sync: true });
-    sink = pino(
-      { base: null, timestamp: pino.stdTimeFunctions.isoTime, mixin: traceFields },
-      destination,
-    );
+    sink = pino({ base: null, timestamp: pino.stdTimeFunctions.isoTime, mixin: traceFields }, destination);
     app.addHook('onClose', async () => destination.end());
   }
   return createAuditLog(sink, { maskPrincipal: principalMasker(hashKey), splitScope });
