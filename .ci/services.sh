@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Make sure PostgreSQL and MariaDB answer on 127.0.0.1 with the credentials the tests expect:
 # start them if they are installed but stopped, install them from Debian's packages if absent.
+# Also install promtool (for ops/*.yml) when it is missing.
 set -euo pipefail
 
 have_pg() { pg_isready -q -h 127.0.0.1 -p 5432 2>/dev/null; }
@@ -53,3 +54,9 @@ if ! have_mysql; then
 fi
 mysql -h 127.0.0.1 -uroot -e 'CREATE DATABASE IF NOT EXISTS test'
 echo "services: PostgreSQL and MariaDB are up"
+
+# promtool checks the alert rules in ops/ (Debian's prometheus package ships it; its server is not needed).
+if ! command -v promtool >/dev/null 2>&1; then
+  echo "services: installing promtool"
+  apt_install --no-install-recommends prometheus
+fi

@@ -12,6 +12,8 @@ import { requireWellEncodedQuery } from './http/query-string.js';
 import { routeSchema } from './http/route-schemas.js';
 import { validatorCompiler } from './http/validator.js';
 import { registerIdempotency } from './idempotency.js';
+import { installObservability, isOpenPath } from './observability/install.js';
+import { loggerOptions } from './observability/logger.js';
 import { startRecordPurge } from './purge.js';
 import { catalogRoutes, ENDPOINTS } from './routes/catalog-routes.js';
 import { viewRoutes } from './routes/view-routes.js';
@@ -35,7 +37,7 @@ export async function buildApp(config: ServerConfig, db: CatalogDatabase): Promi
     timeoutMs: config.metadataFiles.readTimeoutMs,
   });
   const app = Fastify({
-    logger: { level: config.logLevel },
+    logger: loggerOptions(config),
     // Iceberg namespaces may be long and multipart; paths carry them percent-encoded.
     routerOptions: { maxParamLength: MAX_PATH_PARAMETER_CHARS },
     bodyLimit: MAX_BODY_BYTES,
@@ -53,6 +55,8 @@ export async function buildApp(config: ServerConfig, db: CatalogDatabase): Promi
   });
   app.decorateRequest('principal', '');
   app.decorateRequest('transaction', undefined);
+  // First: the request's server span opens before any other hook runs.
+  const observability = installObservability(app, config, db);
   // Every object a route returns may hold longs past 2^53 as bigints, which JSON.stringify refuses.
   app.setReplySerializer((payload) => stringifyExactJson(payload));
   installErrorHandling(app);
@@ -71,7 +75,7 @@ export async function buildApp(config: ServerConfig, db: CatalogDatabase): Promi
       request.principal = 'anonymous';
       return;
     }
-    if (request.url === '/healthz' || request.url === '/readyz') return;
+    if (isOpenPath(request.url)) return;
     const match = /^Bearer (.+)$/.exec(request.headers.authorization ?? '');
     const principal = match ? config.tokens.get(match[1] as string) : undefined;
     if (principal === undefined) throw notAuthorized();
@@ -80,8 +84,8 @@ export async function buildApp(config: ServerConfig, db: CatalogDatabase): Promi
 
   // Before the idempotency plugin: its preHandler runs after this one.
   guardLocations(app, warehouse);
-  if (config.idempotency.enabled) await registerIdempotency(app, config, db);
-  startRecordPurge(app, config, db);
+  if (config.idempotency.enabled) await registerIdempotency(app, config, db, observability.onEvent);
+  startRecordPurge(app, config, db, observability.onEvent);
 
   app.get('/v1/config', async () => ({
     defaults: {},
@@ -89,16 +93,6 @@ export async function buildApp(config: ServerConfig, db: CatalogDatabase): Promi
     endpoints: ENDPOINTS,
     ...(config.idempotency.enabled ? { 'idempotency-key-lifetime': config.idempotency.lifetime } : {}),
   }));
-
-  app.get('/healthz', async () => ({ status: 'ok' }));
-  app.get('/readyz', async (_request, reply) => {
-    try {
-      await db.ping();
-      return { status: 'ready' };
-    } catch {
-      return reply.code(503).send({ status: 'database unreachable' });
-    }
-  });
 
   for (const prefix of ['/v1', '/v1/:prefix']) {
     await app.register(catalogRoutes, { prefix, db, warehouse });

@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { MAX_PRINCIPAL_CHARS, textProblem } from './catalog/limits.js';
+import { type ObservabilityConfig, observabilitySettings } from './observability/settings.js';
 
 /** Every setting of the server, from environment variables (see the README for the table). */
 export interface ServerConfig {
@@ -36,6 +37,8 @@ export interface ServerConfig {
   /** Bearer token → principal. Empty: everyone is the anonymous principal. */
   readonly tokens: ReadonlyMap<string, string>;
   readonly logLevel: string;
+  /** Metrics, logs, the audit log, health checks and traces (`src/observability`). */
+  readonly observability: ObservabilityConfig;
 }
 
 const DURATION = /^P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?$/;
@@ -131,5 +134,6 @@ export function loadConfig(environment: NodeJS.ProcessEnv = process.env): Server
     },
     tokens: parseTokens(env.AUTH_TOKENS),
     logLevel: env.LOG_LEVEL ?? 'info',
+    observability: observabilitySettings(env, environment),
   };
 }

@@ -76,7 +76,6 @@ async function openSqlite(file: string): Promise<CatalogDatabase> {
     store: serialized(store, turn),
     rows: (statement) => turn(() => direct.rows(statement)),
     run: (statement) => turn(() => direct.run(statement)),
-    finalize: (params) => turn(async () => direct.finalize(params)),
     idempotency: serialized(direct.idempotency, turn),
     transaction: (body) =>
       turn(async () => {

@@ -1,5 +1,5 @@
 import { fastifyIdempotency } from '@idem/adapter-fastify';
-import type { IdemError, StoredResponse } from '@idem/core';
+import type { IdemError, IdempotencyEventListener, StoredResponse } from '@idem/core';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { MAX_STORED_JSON_DEPTH } from './catalog/limits.js';
 import { getEntityByUuid } from './catalog/repository.js';
@@ -47,9 +47,15 @@ const prefixOf = (request: FastifyRequest): string => (request.params as { prefi
  * The idempotency plugin, as the catalog uses it. Registered after schema validation's place in the request
  * (its preHandler runs after it), so that malformed input never reserves a key.
  */
-export async function registerIdempotency(app: FastifyInstance, config: ServerConfig, db: CatalogDatabase) {
+export async function registerIdempotency(
+  app: FastifyInstance,
+  config: ServerConfig,
+  db: CatalogDatabase,
+  onEvent: readonly IdempotencyEventListener[] = [],
+) {
   await app.register(fastifyIdempotency, {
     store: db.store,
+    onEvent, // metrics, traces and the audit log (src/observability)
     keyFormat: 'uuidv7',
     lifetimeMs: config.idempotency.lifetimeMs,
     graceMs: config.idempotency.graceMs,

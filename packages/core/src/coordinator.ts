@@ -9,7 +9,7 @@ import {
   IdemStoreLimitError,
   IdemStoreUnavailableError,
 } from './errors.js';
-import { type IdempotencyEventListener, safeListener } from './events.js';
+import { hasListeners, type IdempotencyEventListeners, safeListener } from './events.js';
 import { type Execution, type ExecutionRuntime, type RecordContext, ReservedExecution } from './execution.js';
 import { defaultFinalizationRule, type FinalizationRule } from './finalization-rules.js';
 import { computeFingerprint, type FingerprintInput, type FingerprintOptions } from './fingerprint.js';
@@ -22,7 +22,7 @@ import {
   type ReplayResponse,
   toReplayResponse,
 } from './response.js';
-import { storeCall } from './store-call.js';
+import { type CallRef, storeCall } from './store-call.js';
 import {
   type Clock,
   type IdempotencyRecord,
@@ -140,7 +140,11 @@ export interface IdempotencyOptions<Host = unknown> {
   ) => StoredResponse | undefined | Promise<StoredResponse | undefined>;
   /** @default the system clock */
   readonly clock?: Clock;
-  readonly onEvent?: IdempotencyEventListener;
+  /**
+   * Receives every event (metrics, traces, an audit log): one listener or several, each isolated from the
+   * others and from the request. Nothing is built for events when there is none.
+   */
+  readonly onEvent?: IdempotencyEventListeners;
 }
 
 /**
@@ -225,6 +229,7 @@ export function createIdempotency<Host = unknown>(options: IdempotencyOptions<Ho
   );
   const clock = options.clock ?? systemClock;
   const emit = safeListener(options.onEvent);
+  const listening = hasListeners(emit);
   const allowHeaders = new Set((options.replayHeaders ?? DEFAULT_REPLAY_HEADERS).map((h) => h.toLowerCase()));
   for (const header of allowHeaders) {
     if (NEVER_STORED_HEADERS.has(header)) {
@@ -260,18 +265,20 @@ export function createIdempotency<Host = unknown>(options: IdempotencyOptions<Ho
     redact: options.redact,
     emit,
     callStore,
-    answerExisting: (execution, record, durationMs) =>
-      answerExisting(
+    answerExisting: (execution, record, durationMs, startedMs) => {
+      const { scope, key, method, route, owner } = execution;
+      return answerExisting(
         {
           request: execution as unknown as IdempotentRequest<Host>,
-          ref: execution,
+          ref: { scope, key, method, route, owner },
           fingerprint: execution.fingerprint,
-          owner: execution.owner,
-          startedMs: 0,
+          owner,
+          startedMs,
         },
         record,
         durationMs,
-      ),
+      );
+    },
     inProgress: () => {
       const answer = inProgress(
         inFlight.strategy === 'wait' ? (inFlight.timeoutStatus ?? statuses.inProgress) : statuses.inProgress,
@@ -288,7 +295,7 @@ export function createIdempotency<Host = unknown>(options: IdempotencyOptions<Ho
   /** One request on its way through `begin`: what every step needs to know of it. */
   interface Attempt {
     readonly request: IdempotentRequest<Host>;
-    readonly ref: { readonly scope: string; readonly key: string };
+    readonly ref: CallRef;
     readonly fingerprint: string;
     readonly owner: string;
     readonly startedMs: number;
@@ -350,7 +357,16 @@ export function createIdempotency<Host = unknown>(options: IdempotencyOptions<Ho
   ): Promise<BeginResult<Host> | undefined> {
     const { ref } = attempt;
     if (result.outcome === 'reserved') {
-      emit({ type: 'reserved', scope: ref.scope, key: ref.key, tookOver: result.tookOver, durationMs });
+      if (listening) {
+        emit({
+          type: 'reserved',
+          ...ref,
+          owner: attempt.owner,
+          tookOver: result.tookOver,
+          durationMs,
+          elapsedMs: performance.now() - attempt.startedMs,
+        });
+      }
       return {
         action: 'execute',
         execution: executionOf(attempt, result.tookOver ? 'took-over' : 'reserved'),
@@ -382,7 +398,15 @@ export function createIdempotency<Host = unknown>(options: IdempotencyOptions<Ho
   ): Promise<Exclude<BeginResult<Host>, { action: 'execute' | 'proceed' }> | undefined> {
     const { ref } = attempt;
     if (record.fingerprint !== attempt.fingerprint) {
-      emit({ type: 'mismatch', scope: ref.scope, key: ref.key, durationMs });
+      if (listening) {
+        emit({
+          type: 'mismatch',
+          ...ref,
+          status: statuses.keyReused,
+          durationMs,
+          elapsedMs: performance.now() - attempt.startedMs,
+        });
+      }
       return {
         action: 'reject',
         error: new IdemKeyReusedError('this Idempotency-Key was already used for a different request', {
@@ -397,9 +421,17 @@ export function createIdempotency<Host = unknown>(options: IdempotencyOptions<Ho
       rebuilt = options.rebuildReplay ? await options.rebuildReplay(stored, contextOf(attempt)) : undefined;
     } catch (error) {
       // The stored answer is still the right one; a newer view of it was only a courtesy.
-      emit({ type: 'hook-error', hook: 'rebuildReplay', error, scope: ref.scope, key: ref.key });
+      emit({ type: 'hook-error', hook: 'rebuildReplay', error, ...ref });
     }
-    emit({ type: 'replayed', scope: ref.scope, key: ref.key, status: stored.status, durationMs });
+    if (listening) {
+      emit({
+        type: 'replayed',
+        ...ref,
+        status: stored.status,
+        durationMs,
+        elapsedMs: performance.now() - attempt.startedMs,
+      });
+    }
     return { action: 'replay', response: toReplayResponse(rebuilt ?? stored) };
   }
 
@@ -424,14 +456,12 @@ export function createIdempotency<Host = unknown>(options: IdempotencyOptions<Ho
       const settled = await answer(attempt, result, performance.now() - startedMs);
       if (settled !== undefined) return settled;
     }
-    emit({
-      type: 'conflict',
-      scope: ref.scope,
-      key: ref.key,
-      waited: true,
-      durationMs: performance.now() - startedMs,
-    });
-    return inProgress(wait.timeoutStatus ?? statuses.inProgress);
+    const status = wait.timeoutStatus ?? statuses.inProgress;
+    if (listening) {
+      const elapsedMs = performance.now() - startedMs;
+      emit({ type: 'conflict', ...ref, waited: true, status, durationMs: elapsedMs, elapsedMs });
+    }
+    return inProgress(status);
   }
 
   async function reserveOrAnswer(attempt: Attempt): Promise<BeginResult<Host>> {
@@ -439,7 +469,16 @@ export function createIdempotency<Host = unknown>(options: IdempotencyOptions<Ho
     const settled = await answer(attempt, result, durationMs);
     if (settled !== undefined) return settled;
     if (inFlight.strategy === 'wait') return waitForOther(attempt);
-    emit({ type: 'conflict', scope: attempt.ref.scope, key: attempt.ref.key, waited: false, durationMs });
+    if (listening) {
+      emit({
+        type: 'conflict',
+        ...attempt.ref,
+        waited: false,
+        status: statuses.inProgress,
+        durationMs,
+        elapsedMs: performance.now() - attempt.startedMs,
+      });
+    }
     return inProgress(statuses.inProgress);
   }
 
@@ -469,7 +508,7 @@ export function createIdempotency<Host = unknown>(options: IdempotencyOptions<Ho
     }
     const attempt: Attempt = {
       request,
-      ref: { scope: request.scope ?? '', key: parsed.key },
+      ref: { scope: request.scope ?? '', key: parsed.key, method: request.method, route: request.route },
       fingerprint: fingerprintOf(request),
       owner: randomUUID(),
       startedMs: performance.now(),

@@ -1,11 +1,33 @@
 /** Which store call an event is about. */
 export type StoreOperation = 'reserve' | 'load' | 'finalize' | 'release' | 'renewLease' | 'purgeExpired';
 
+/** What every event about one request's key carries. Never a body, a resolved path or a credential. */
 interface KeyEvent {
   readonly scope: string;
   readonly key: string;
   /** How long the store work behind this event took, in ms. */
   readonly durationMs: number;
+  /** The request's method, as the adapter passed it (a covered method). */
+  readonly method: string;
+  /** The route template (`/v1/namespaces/:namespace`), never the resolved path. */
+  readonly route: string;
+}
+
+/** A decision `begin` took for a request (execute, replay, or an answer of its own). */
+interface DecisionEvent extends KeyEvent {
+  /** Since `begin` was called, in ms: key parsing, fingerprint, store calls and any wait. */
+  readonly elapsedMs: number;
+}
+
+/** How an execution ended, or lost its reservation. */
+interface ExecutionEvent extends KeyEvent {
+  /**
+   * The reservation's owner token: it tells one execution's events from another's (a `reserved` event and the
+   * one that settles it carry the same). Not a credential, but nothing to show a client either.
+   */
+  readonly owner: string;
+  /** Since the key was reserved, in ms: the handler's time and this event's store work. */
+  readonly executionMs: number;
 }
 
 /**
@@ -13,12 +35,21 @@ interface KeyEvent {
  * an exception thrown by one is swallowed, never the request's problem.
  */
 export type IdempotencyEvent =
-  | (KeyEvent & { readonly type: 'reserved'; readonly tookOver: boolean })
-  | (KeyEvent & { readonly type: 'replayed'; readonly status: number })
-  | (KeyEvent & { readonly type: 'conflict'; readonly waited: boolean })
-  | (KeyEvent & { readonly type: 'mismatch' })
-  | (KeyEvent & { readonly type: 'finalized'; readonly status: number; readonly external: boolean })
-  | (KeyEvent & {
+  | (DecisionEvent & { readonly type: 'reserved'; readonly tookOver: boolean; readonly owner: string })
+  | (DecisionEvent & { readonly type: 'replayed'; readonly status: number })
+  | (DecisionEvent & {
+      readonly type: 'conflict';
+      readonly waited: boolean;
+      /** The status of the coordinator's answer (409, or 503 after a wait that ran out). */
+      readonly status: number;
+    })
+  | (DecisionEvent & {
+      readonly type: 'mismatch';
+      /** The status of the coordinator's answer (422 by default). */
+      readonly status: number;
+    })
+  | (ExecutionEvent & { readonly type: 'finalized'; readonly status: number; readonly external: boolean })
+  | (ExecutionEvent & {
       readonly type: 'released';
       /**
        * `status`: the finalization rule released this status; `aborted`: the handler threw or the client left
@@ -27,7 +58,12 @@ export type IdempotencyEvent =
       readonly reason: 'status' | 'aborted' | 'unstorable';
       readonly status?: number;
     })
-  | (KeyEvent & { readonly type: 'lease-lost'; readonly phase: 'heartbeat' | 'finalize' | 'release' })
+  | (ExecutionEvent & {
+      readonly type: 'lease-lost';
+      readonly phase: 'heartbeat' | 'finalize' | 'release';
+      /** The handler's status, when it had one (`finalize`, `release`). */
+      readonly status?: number;
+    })
   | {
       /** A value the store cannot hold; the request was answered with a 4xx, or its key released. */
       readonly type: 'store-limit';
@@ -35,6 +71,10 @@ export type IdempotencyEvent =
       readonly error: unknown;
       readonly scope: string;
       readonly key: string;
+      readonly method?: string;
+      readonly route?: string;
+      /** The status of the coordinator's answer, when this refusal decided it (a `reserve`). */
+      readonly status?: number;
     }
   | {
       /** A host hook threw; the coordinator went on without it (see `hook` for what it did instead). */
@@ -43,6 +83,8 @@ export type IdempotencyEvent =
       readonly error: unknown;
       readonly scope: string;
       readonly key: string;
+      readonly method: string;
+      readonly route: string;
     }
   | {
       readonly type: 'store-error';
@@ -53,6 +95,12 @@ export type IdempotencyEvent =
       readonly failedOpen: boolean;
       readonly scope?: string;
       readonly key?: string;
+      readonly method?: string;
+      readonly route?: string;
+      /** The execution's owner token, when the failed call was an execution's (`finalize`, `release`, `renewLease`). */
+      readonly owner?: string | undefined;
+      /** The status of the coordinator's answer, when this failure decided it (a `reserve` failing closed). */
+      readonly status?: number;
     }
   | {
       /**
@@ -65,6 +113,15 @@ export type IdempotencyEvent =
       readonly reason: 'capacity';
     }
   | {
+      /**
+       * A store's read cache answered a lookup (`hit`) or had to ask its backend (`miss`). Emitted by stores
+       * that keep one, through their own `onEvent`.
+       */
+      readonly type: 'cache';
+      readonly outcome: 'hit' | 'miss';
+      readonly operation: 'reserve' | 'load';
+    }
+  | {
       readonly type: 'purged';
       /** Records deleted by this run. */
       readonly count: number;
@@ -74,16 +131,42 @@ export type IdempotencyEvent =
 
 export type IdempotencyEventListener = (event: IdempotencyEvent) => void;
 
-/** Wrap a listener so that it can never throw into the caller. */
-export function safeListener(listener: IdempotencyEventListener | undefined): IdempotencyEventListener {
-  if (listener === undefined) {
-    return () => {};
+/** One listener, several (metrics, traces, an audit log), or none. */
+export type IdempotencyEventListeners = IdempotencyEventListener | readonly IdempotencyEventListener[];
+
+/** The emitter when nobody listens: callers check {@link hasListeners} before they build an event. */
+const nobody: IdempotencyEventListener = () => {};
+
+/** `false` when `emit` (from {@link safeListener}) reaches no listener: building an event is wasted work then. */
+export const hasListeners = (emit: IdempotencyEventListener): boolean => emit !== nobody;
+
+/**
+ * One emitter over any number of listeners, each isolated: an exception (or a rejected promise, from an
+ * `async` listener) is swallowed and never stops the next listener or the request. Listeners run
+ * synchronously, in order, on the request's path: keep them cheap (count, buffer, hand off).
+ */
+export function safeListener(listeners: IdempotencyEventListeners | undefined): IdempotencyEventListener {
+  const all = (Array.isArray(listeners) ? listeners : [listeners]).filter(
+    (listener): listener is IdempotencyEventListener => typeof listener === 'function',
+  );
+  if (all.length === 0) return nobody;
+  if (all.length === 1) {
+    const [only] = all as [IdempotencyEventListener];
+    return (event) => notify(only, event);
   }
   return (event) => {
-    try {
-      listener(event);
-    } catch {
-      // A broken metrics hook must not fail a request.
-    }
+    for (const listener of all) notify(listener, event);
   };
+}
+
+function notify(listener: IdempotencyEventListener, event: IdempotencyEvent): void {
+  try {
+    const result: unknown = listener(event);
+    // An async listener that rejects would otherwise be an unhandled rejection, which ends the process.
+    if (typeof (result as PromiseLike<unknown> | undefined)?.then === 'function') {
+      (result as PromiseLike<unknown>).then(undefined, () => {});
+    }
+  } catch {
+    // A broken metrics hook must not fail a request.
+  }
 }

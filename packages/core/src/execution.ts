@@ -1,5 +1,5 @@
-import { type IdemError, isStoreLimitError } from './errors.js';
-import type { IdempotencyEventListener } from './events.js';
+import { ErrorCode, type IdemError, isIdemError, isStoreLimitError } from './errors.js';
+import { hasListeners, type IdempotencyEventListener } from './events.js';
 import {
   defaultFinalizationRule,
   type FinalizationAction,
@@ -84,7 +84,8 @@ export interface Execution<Host = unknown> extends RecordContext<Host> {
    * With `reserveIn: 'transaction'`: reserve the key inside the host's transaction, before its work. On
    * `execute` the host does its work and `finalizeWith` the same store; otherwise it sends the answer it gets
    * (a replay, or an error) and writes nothing. A fault of the store is thrown (the transaction fails with
-   * it); a value the store cannot hold comes back as a `reject`.
+   * it); a value the store cannot hold, or a duplicate still in flight when the store's lock wait ran out (it
+   * throws an {@link IdemInProgressError}), comes back as a `reject`.
    */
   reserveWith(store: TransactionalStore): Promise<TransactionalReservation>;
   /**
@@ -146,6 +147,7 @@ export interface ExecutionRuntime {
     execution: ReservedExecution<unknown>,
     record: IdempotencyRecord,
     durationMs: number,
+    startedMs: number,
   ): Promise<TransactionalReservation | undefined>;
   /** The coordinator's in-progress error (for a key held by a request still in flight elsewhere). */
   inProgress(): IdemError;
@@ -238,22 +240,27 @@ export class ReservedExecution<Host = unknown> implements Execution<Host>, Renew
         expiresAtMs: nowMs + runtime.lifetimeMs,
       });
     } catch (error) {
-      if (!isStoreLimitError(error)) throw error; // a fault: the host's transaction fails with it
-      this.#settled = true;
-      runtime.emit({ type: 'store-limit', operation: 'reserve', error, scope: this.scope, key: this.key });
-      return { action: 'reject', error: runtime.limitError(error) };
+      return this.#refusedInTransaction(error, performance.now() - startedMs);
     }
     const durationMs = performance.now() - startedMs;
     if (result.outcome === 'reserved') {
       this.#state = result.tookOver ? 'took-over' : 'reserved';
       this.#inTransaction = true;
-      runtime.emit({
-        type: 'reserved',
-        scope: this.scope,
-        key: this.key,
-        tookOver: result.tookOver,
-        durationMs,
-      });
+      if (this.#listening) {
+        const { scope, key, method, route, owner } = this;
+        const { tookOver } = result;
+        runtime.emit({
+          type: 'reserved',
+          scope,
+          key,
+          method,
+          route,
+          owner,
+          tookOver,
+          durationMs,
+          elapsedMs: durationMs,
+        });
+      }
       return { action: 'execute' };
     }
     this.#settled = true; // nothing of ours to finish: the answer is someone else's
@@ -261,12 +268,90 @@ export class ReservedExecution<Host = unknown> implements Execution<Host>, Renew
       this as ReservedExecution<unknown>,
       result.record,
       durationMs,
+      startedMs,
     );
     if (answer !== undefined) return answer;
     // Held by a request still in flight, reserved outside any transaction (by a node with reserveIn 'begin'):
     // a transaction cannot wait on it without holding its own locks, so the client retries later.
-    runtime.emit({ type: 'conflict', scope: this.scope, key: this.key, waited: false, durationMs });
-    return { action: 'reject', error: runtime.inProgress() };
+    const refusal = runtime.inProgress();
+    if (this.#listening) {
+      const { scope, key, method, route } = this;
+      const { status } = refusal;
+      runtime.emit({
+        type: 'conflict',
+        scope,
+        key,
+        method,
+        route,
+        waited: false,
+        status,
+        durationMs,
+        elapsedMs: durationMs,
+      });
+    }
+    return { action: 'reject', error: refusal };
+  }
+
+  /**
+   * `reserveWith`'s store threw. A concurrent holder that kept the row locked past the database's lock wait
+   * ({@link IdemInProgressError}) is a duplicate in flight: the coordinator's in-progress answer. A value the
+   * store cannot hold is its store-limit answer. Anything else is a fault, reported and rethrown so that the
+   * host's transaction fails with it.
+   */
+  #refusedInTransaction(error: unknown, durationMs: number): TransactionalReservation {
+    const runtime = this.#runtime;
+    const { scope, key, method, route, owner } = this;
+    if (isIdemError(error) && error.code === ErrorCode.InProgress) {
+      this.#settled = true;
+      const refusal = runtime.inProgress();
+      if (this.#listening) {
+        const { status } = refusal;
+        runtime.emit({
+          type: 'conflict',
+          scope,
+          key,
+          method,
+          route,
+          waited: true,
+          status,
+          durationMs,
+          elapsedMs: durationMs,
+        });
+      }
+      return { action: 'reject', error: refusal };
+    }
+    if (isStoreLimitError(error)) {
+      this.#settled = true;
+      const refusal = runtime.limitError(error);
+      if (this.#listening) {
+        runtime.emit({
+          type: 'store-limit',
+          operation: 'reserve',
+          error,
+          scope,
+          key,
+          method,
+          route,
+          status: refusal.status,
+        });
+      }
+      return { action: 'reject', error: refusal };
+    }
+    if (this.#listening) {
+      runtime.emit({
+        type: 'store-error',
+        operation: 'reserve',
+        error,
+        durationMs,
+        failedOpen: false,
+        scope,
+        key,
+        method,
+        route,
+        owner,
+      });
+    }
+    throw error;
   }
 
   get signal(): AbortSignal {
@@ -310,7 +395,27 @@ export class ReservedExecution<Host = unknown> implements Execution<Host>, Renew
   }
 
   #hookFailed(hook: 'finalizationRule' | 'redact', error: unknown): void {
-    this.#runtime.emit({ type: 'hook-error', hook, error, scope: this.scope, key: this.key });
+    const { scope, key, method, route } = this;
+    this.#runtime.emit({ type: 'hook-error', hook, error, scope, key, method, route });
+  }
+
+  /** `true` when an event would reach a listener: nothing is built or timed for events otherwise. */
+  get #listening(): boolean {
+    return hasListeners(this.#runtime.emit);
+  }
+
+  /** What every event of this execution carries. */
+  #eventBase(durationMs: number) {
+    const { scope, key, method, route, owner } = this;
+    return {
+      scope,
+      key,
+      method,
+      route,
+      owner,
+      durationMs,
+      executionMs: performance.now() - this.#reservedAtMs,
+    };
   }
 
   async finalizeWith(
@@ -325,15 +430,12 @@ export class ReservedExecution<Host = unknown> implements Execution<Host>, Renew
       if (this.#inTransaction && typeof target !== 'function') {
         // Reserved in this transaction and not to be stored: gone with it, so the retry executes.
         this.#settle();
+        const startedMs = performance.now();
         await target.release({ scope: this.scope, key: this.key, owner: this.owner });
-        this.#runtime.emit({
-          type: 'released',
-          scope: this.scope,
-          key: this.key,
-          reason: 'status',
-          status: response.status,
-          durationMs: 0,
-        });
+        if (this.#listening) {
+          const base = this.#eventBase(performance.now() - startedMs);
+          this.#runtime.emit({ type: 'released', ...base, reason: 'status', status: response.status });
+        }
       }
       return 'not-stored';
     }
@@ -353,25 +455,23 @@ export class ReservedExecution<Host = unknown> implements Execution<Host>, Renew
       nowMs: this.#runtime.clock.nowMs(),
     });
     const durationMs = performance.now() - startedMs;
+    const { status } = stored;
     if (!finalized) {
       this.#storedExternally = undefined; // not ours any more: nothing to release
-      this.#runtime.emit({ type: 'lease-lost', scope, key, phase: 'finalize', durationMs });
+      if (this.#listening) {
+        this.#runtime.emit({ type: 'lease-lost', ...this.#eventBase(durationMs), phase: 'finalize', status });
+      }
       return 'lease-lost';
     }
-    this.#runtime.emit({ type: 'finalized', scope, key, status: stored.status, external: true, durationMs });
+    if (this.#listening) {
+      this.#runtime.emit({ type: 'finalized', ...this.#eventBase(durationMs), status, external: true });
+    }
     return 'finalized';
   }
 
   markFinalized(status: number): void {
-    if (this.#settle()) {
-      this.#runtime.emit({
-        type: 'finalized',
-        scope: this.scope,
-        key: this.key,
-        status,
-        external: true,
-        durationMs: 0,
-      });
+    if (this.#settle() && this.#listening) {
+      this.#runtime.emit({ type: 'finalized', ...this.#eventBase(0), status, external: true });
     }
   }
 
@@ -414,18 +514,15 @@ export class ReservedExecution<Host = unknown> implements Execution<Host>, Renew
         // Someone else holds the key by now (a duplicate that waited on the row): its answer stands.
         if (!finalized) return 'already-settled';
       }
+      const { status } = stored;
       if (!finalized) {
-        emit({ type: 'lease-lost', scope: this.scope, key: this.key, phase: 'finalize', durationMs });
+        if (this.#listening) {
+          emit({ type: 'lease-lost', ...this.#eventBase(durationMs), phase: 'finalize', status });
+        }
         return 'lease-lost';
       }
-      emit({
-        type: 'finalized',
-        scope: this.scope,
-        key: this.key,
-        status: stored.status,
-        external: false,
-        durationMs,
-      });
+      if (this.#listening)
+        emit({ type: 'finalized', ...this.#eventBase(durationMs), status, external: false });
       return 'finalized';
     } catch (error) {
       // A response the store cannot hold: free the key, so the retry executes, rather than leave it blocked
@@ -451,14 +548,14 @@ export class ReservedExecution<Host = unknown> implements Execution<Host>, Renew
         this.#runtime.store.release({ scope: this.scope, key: this.key, owner: this.owner }),
       );
       if (!released) return 'finalized'; // the commit went through after all
-      this.#runtime.emit({
-        type: 'released',
-        scope: this.scope,
-        key: this.key,
-        reason: 'aborted',
-        durationMs,
-        ...(status === undefined ? {} : { status }),
-      });
+      if (this.#listening) {
+        this.#runtime.emit({
+          type: 'released',
+          ...this.#eventBase(durationMs),
+          reason: 'aborted',
+          ...(status === undefined ? {} : { status }),
+        });
+      }
       return 'released';
     } catch {
       return 'store-error';
@@ -484,20 +581,15 @@ export class ReservedExecution<Host = unknown> implements Execution<Host>, Renew
       const { value: released, durationMs } = await this.#runtime.callStore('release', this, () =>
         store.release({ scope: this.scope, key: this.key, owner: this.owner }),
       );
-      if (!released) {
-        // Reserved in the host's transaction, which rolled back: the reservation went with it.
-        if (this.#inTransaction) return 'released';
-        emit({ type: 'lease-lost', scope: this.scope, key: this.key, phase: 'release', durationMs });
+      // Reserved in the host's transaction, which rolled back: the reservation went with it.
+      const gone = released || this.#inTransaction;
+      if (!this.#listening) return gone ? 'released' : 'lease-lost';
+      const withStatus = status === undefined ? {} : { status };
+      if (!gone) {
+        emit({ type: 'lease-lost', ...this.#eventBase(durationMs), phase: 'release', ...withStatus });
         return 'lease-lost';
       }
-      emit({
-        type: 'released',
-        scope: this.scope,
-        key: this.key,
-        reason,
-        durationMs,
-        ...(status === undefined ? {} : { status }),
-      });
+      emit({ type: 'released', ...this.#eventBase(durationMs), reason, ...withStatus });
       return 'released';
     } catch {
       return 'store-error';
@@ -533,7 +625,8 @@ export class ReservedExecution<Host = unknown> implements Execution<Host>, Renew
           this.#renewing = false;
           if (renewed || this.#settled) return;
           this.#runtime.heartbeat?.remove(this);
-          emit({ type: 'lease-lost', scope: this.scope, key: this.key, phase: 'heartbeat', durationMs });
+          if (this.#listening)
+            emit({ type: 'lease-lost', ...this.#eventBase(durationMs), phase: 'heartbeat' });
           this.#controller ??= new AbortController();
           this.#controller.abort(new Error('the idempotency reservation was lost'));
         },

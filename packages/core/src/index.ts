@@ -26,8 +26,10 @@ export {
   StoreUnavailableError,
 } from './errors.js';
 export {
+  hasListeners,
   type IdempotencyEvent,
   type IdempotencyEventListener,
+  type IdempotencyEventListeners,
   type StoreOperation,
   safeListener,
 } from './events.js';

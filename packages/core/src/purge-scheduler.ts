@@ -1,4 +1,4 @@
-import { type IdempotencyEventListener, safeListener } from './events.js';
+import { type IdempotencyEventListeners, safeListener } from './events.js';
 import { type Clock, type IdempotencyStore, systemClock } from './types.js';
 
 export interface PurgeOnceOptions {
@@ -43,8 +43,8 @@ export interface PurgeSchedulerOptions {
   readonly maxBatches?: number;
   /** @default the system clock */
   readonly clock?: Clock;
-  /** Receives a `purged` event after each run and a `store-error` event when one fails. */
-  readonly onEvent?: IdempotencyEventListener;
+  /** Receive a `purged` event after each run and a `store-error` event when one fails: one listener or several. */
+  readonly onEvent?: IdempotencyEventListeners;
 }
 
 /**

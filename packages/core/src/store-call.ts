@@ -1,10 +1,14 @@
 import { IdemStoreLimitError, IdemStoreUnavailableError, isStoreLimitError } from './errors.js';
 import type { IdempotencyEventListener, StoreOperation } from './events.js';
 
-/** Identifies the record a store call is about, for events. */
+/** Identifies the record a store call is about, and the request it is for, for events. */
 export interface CallRef {
   readonly scope: string;
   readonly key: string;
+  readonly method: string;
+  readonly route: string;
+  /** The execution's owner token, for an execution's calls. */
+  readonly owner?: string;
 }
 
 /**
@@ -62,7 +66,16 @@ export function storeCall(options: StoreCallOptions): StoreCall {
     } catch (error) {
       if (isStoreLimitError(error)) {
         // Not a fault: the same request can never be stored, so retrying it must not look worth it.
-        emit({ type: 'store-limit', operation, error, scope: ref.scope, key: ref.key });
+        emit({
+          type: 'store-limit',
+          operation,
+          error,
+          scope: ref.scope,
+          key: ref.key,
+          method: ref.method,
+          route: ref.route,
+          ...(operation === 'reserve' ? { status: options.limitStatus } : {}),
+        });
         throw new IdemStoreLimitError(`the idempotency store cannot hold this request: ${error.message}`, {
           cause: error,
           status: options.limitStatus,
@@ -80,6 +93,10 @@ export function storeCall(options: StoreCallOptions): StoreCall {
         failedOpen: options.failOpen && operation === 'reserve',
         scope: ref.scope,
         key: ref.key,
+        method: ref.method,
+        route: ref.route,
+        owner: ref.owner,
+        ...(operation === 'reserve' && !options.failOpen ? { status: options.unavailableStatus } : {}),
       });
       throw new IdemStoreUnavailableError(`the idempotency store is unavailable (${operation})`, {
         cause: error,

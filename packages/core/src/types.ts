@@ -183,7 +183,8 @@ export interface IdempotencyStore {
 /**
  * The store calls of one host transaction: a record reserved, finalized or released through it commits or
  * rolls back with the host's own writes (the SQL store gives one per transaction: `store.inTransaction(tx)`).
- * Same contracts as the {@link IdempotencyStore} methods of the same names.
+ * Same contracts as the {@link IdempotencyStore} methods of the same names, except that `reserve` may wait on
+ * a concurrent transaction holding the key; when that wait runs out it throws an `IdemInProgressError`.
  */
 export interface TransactionalStore {
   reserve(params: ReserveParams): Promise<ReserveResult>;

@@ -1,5 +1,6 @@
 import {
   type FinalizeParams,
+  IdemInProgressError,
   type IdempotencyStore,
   newReservation,
   type ReserveParams,
@@ -66,13 +67,18 @@ const DIALECTS: Record<DialectName, Dialect> = { postgres, mysql, sqlite };
 // database has aborted as a whole.
 const TRANSIENT = new Set(['ER_LOCK_DEADLOCK', 'ER_LOCK_WAIT_TIMEOUT', '40P01', '40001']);
 const TRANSIENT_ATTEMPTS = 4;
+// The database gave up waiting for a row lock (PostgreSQL's lock_timeout, InnoDB's innodb_lock_wait_timeout).
+const LOCK_WAIT_TIMEOUT = new Set(['ER_LOCK_WAIT_TIMEOUT', '55P03']);
 
-function isTransient(error: unknown): boolean {
+/** Whether `error`, or an error it wraps (Drizzle keeps the driver's as `cause`), has one of `codes`. */
+function hasCode(error: unknown, codes: ReadonlySet<string>): boolean {
   for (let e: unknown = error; typeof e === 'object' && e !== null; e = (e as { cause?: unknown }).cause) {
-    if (TRANSIENT.has(String((e as { code?: unknown }).code))) return true;
+    if (codes.has(String((e as { code?: unknown }).code))) return true;
   }
   return false;
 }
+
+const isTransient = (error: unknown): boolean => hasCode(error, TRANSIENT);
 
 async function transient<T>(call: () => Promise<T>): Promise<T> {
   for (let attempt = 1; ; attempt++) {
@@ -202,7 +208,15 @@ function build(
     inTransaction(tx) {
       const txDriver = driverOf(tx);
       return {
-        reserve: (params) => reserveOn(txDriver, tx, params),
+        async reserve(params) {
+          try {
+            return await reserveOn(txDriver, tx, params);
+          } catch (error) {
+            // Another transaction holds the key's row (a duplicate still running) longer than the lock wait.
+            if (!hasCode(error, LOCK_WAIT_TIMEOUT)) throw error;
+            throw new IdemInProgressError('the key is held by a transaction still running', { cause: error });
+          }
+        },
         finalize: (params) => finalizeInTransaction(tx, params),
         async release(ref) {
           checkRef(ref);

@@ -1,5 +1,10 @@
 import { randomUUID } from 'node:crypto';
-import { createIdempotency, type Execution, type TransactionalStore } from '@idem/core';
+import {
+  createIdempotency,
+  type Execution,
+  type IdempotencyEvent,
+  type TransactionalStore,
+} from '@idem/core';
 import { createSqlStore, ensureSchema } from '@idem/store-sql';
 import Database from 'better-sqlite3';
 import { sql } from 'drizzle-orm';
@@ -26,6 +31,7 @@ interface Host {
   /** Run `body` in a transaction: commit when it resolves, roll back when it throws. */
   transaction<T>(
     body: (tx: { insert(id: string): Promise<void>; idem: TransactionalStore }) => Promise<T>,
+    options?: { lockWaitSeconds?: number },
   ): Promise<T>;
   orders(): Promise<string[]>;
   store: ReturnType<typeof createSqlStore>;
@@ -42,14 +48,17 @@ async function postgresHost(): Promise<Host> {
   const store = createSqlStore(db, { dialect: 'postgres', table });
   return {
     store: store as unknown as Host['store'],
-    transaction: (body) =>
-      db.transaction((tx) =>
-        body({
+    transaction: (body, options = {}) =>
+      db.transaction(async (tx) => {
+        if (options.lockWaitSeconds !== undefined) {
+          await tx.execute(sql.raw(`SET LOCAL lock_timeout = '${options.lockWaitSeconds}s'`));
+        }
+        return body({
           insert: async (id) =>
             void (await tx.execute(sql`INSERT INTO ${sql.identifier(orders)} VALUES (${id})`)),
           idem: store.inTransaction(tx),
-        }),
-      ),
+        });
+      }),
     orders: async () =>
       (await pool.query(`SELECT id FROM ${orders} ORDER BY id`)).rows.map((r) => r.id as string),
     close: async () => {
@@ -69,14 +78,16 @@ async function mysqlHost(): Promise<Host> {
   const store = createSqlStore(db, { dialect: 'mysql', table });
   return {
     store: store as unknown as Host['store'],
-    transaction: (body) =>
-      db.transaction((tx) =>
-        body({
+    transaction: (body, options = {}) =>
+      db.transaction(async (tx) => {
+        // InnoDB's wait is per session, in whole seconds; every transaction sets its own.
+        await tx.execute(sql.raw(`SET SESSION innodb_lock_wait_timeout = ${options.lockWaitSeconds ?? 50}`));
+        return body({
           insert: async (id) =>
             void (await tx.execute(sql`INSERT INTO ${sql.identifier(orders)} VALUES (${id})`)),
           idem: store.inTransaction(tx),
-        }),
-      ),
+        });
+      }),
     orders: async () =>
       ((await pool.query(`SELECT id FROM ${orders} ORDER BY id`))[0] as { id: string }[]).map((r) => r.id),
     close: async () => {
@@ -223,3 +234,102 @@ for (const [name, makeHost, up] of hosts) {
     });
   });
 }
+
+const rowLocking = hosts.filter(([name]) => name !== 'SQLite');
+
+for (const [name, makeHost, up] of rowLocking) {
+  describe.runIf(up)(`${name}: a duplicate that waits on the row longer than the lock wait`, () => {
+    test('is told the key is in flight (a conflict event), and the first request still commits', async () => {
+      const host = await makeHost();
+      try {
+        const events: IdempotencyEvent[] = [];
+        const idem = createIdempotency({
+          store: host.store,
+          reserveIn: 'transaction',
+          inFlight: { strategy: 'wait', maxWaitMs: 1_000, timeoutStatus: 503 },
+          onEvent: (event) => events.push(event),
+        });
+        const key = keyOf();
+        const [first, duplicate] = [await idem.begin(request(key)), await idem.begin(request(key))];
+        if (first.action !== 'execute' || duplicate.action !== 'execute') throw new Error('not pending');
+        let release = () => {};
+        const held = new Promise<void>((resolve) => {
+          release = resolve;
+        });
+        let reserved = () => {};
+        const isReserved = new Promise<void>((resolve) => {
+          reserved = resolve;
+        });
+        const holder = host.transaction(async (tx) => {
+          expect((await first.execution.reserveWith(tx.idem)).action).toBe('execute');
+          reserved();
+          await held;
+          await tx.insert('o1');
+          return first.execution.finalizeWith(created, tx.idem);
+        });
+        await isReserved;
+        const refused = await host
+          .transaction((tx) => duplicate.execution.reserveWith(tx.idem), { lockWaitSeconds: 1 })
+          .catch((error: unknown) => error);
+        release();
+        expect(await holder).toBe('finalized');
+        expect(refused).toMatchObject({
+          action: 'reject',
+          error: { code: 'IDEMPOTENCY_IN_PROGRESS', status: 503 },
+        });
+        expect(events.filter((e) => e.type === 'conflict')).toMatchObject([{ waited: true, status: 503 }]);
+        expect(await duplicate.execution.finish({ status: 503, headers: {}, body: null })).toBe(
+          'not-reserved',
+        );
+        expect(await host.orders()).toEqual(['o1']);
+        expect((await host.store.load({ scope: '', key }))?.response?.status).toBe(201);
+      } finally {
+        await host.close();
+      }
+    });
+  });
+}
+
+describe('events of a reservation made in a transaction', () => {
+  test('a fault of the store is reported (store-error) and thrown; a rolled-back reservation ends released', async () => {
+    const host = await sqliteHost();
+    try {
+      const events: IdempotencyEvent[] = [];
+      const idem = createIdempotency({
+        store: host.store,
+        reserveIn: 'transaction',
+        onEvent: (e) => events.push(e),
+      });
+      const broken = await idem.begin(request(keyOf()));
+      if (broken.action !== 'execute') throw new Error(broken.action);
+      const fault = new Error('connect ECONNREFUSED');
+      const failing: TransactionalStore = {
+        reserve: () => Promise.reject(fault),
+        finalize: () => false,
+        release: () => false,
+      };
+      await expect(broken.execution.reserveWith(failing)).rejects.toBe(fault);
+      expect(events.at(-1)).toMatchObject({
+        type: 'store-error',
+        operation: 'reserve',
+        failedOpen: false,
+        error: fault,
+      });
+
+      const rolledBack = await idem.begin(request(keyOf()));
+      if (rolledBack.action !== 'execute') throw new Error(rolledBack.action);
+      await expect(handle(host, rolledBack.execution, 'o1', { failAfterWrite: true })).rejects.toThrow(
+        'failed',
+      );
+      expect(await rolledBack.execution.finish({ status: 500, headers: {}, body: null })).toBe('released');
+      expect(events.at(-1)).toMatchObject({
+        type: 'released',
+        reason: 'status',
+        status: 500,
+        owner: rolledBack.execution.owner,
+      });
+    } finally {
+      await host.close();
+    }
+  });
+});

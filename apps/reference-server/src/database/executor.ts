@@ -1,4 +1,4 @@
-import type { FinalizeParams, TransactionalStore } from '@idem/core';
+import type { TransactionalStore } from '@idem/core';
 import { type SupportedDb, sqlRows, sqlRun } from '@idem/store-sql';
 import type { SQL } from 'drizzle-orm';
 
@@ -11,8 +11,6 @@ export interface Executor {
   rows(statement: SQL): Promise<Row[]>;
   /** Run a write; the number of rows it matched (the same on every database). */
   run(statement: SQL): Promise<number>;
-  /** Finalize an idempotency record in this executor's transaction; false when the reservation was lost. */
-  finalize(params: FinalizeParams): boolean | Promise<boolean>;
   /** The idempotency store's calls in this executor's transaction (reserve, finalize, release). */
   readonly idempotency: TransactionalStore;
 }
@@ -23,7 +21,6 @@ export function executorOn(db: SupportedDb, idempotency: TransactionalStore, loc
     locksRows,
     rows: (statement) => sqlRows(db, statement),
     run: (statement) => sqlRun(db, statement),
-    finalize: (params) => idempotency.finalize(params),
     idempotency,
   };
 }

@@ -51,7 +51,9 @@ export async function mutate(
       // A replay is rebuilt from the catalog as it is now (idempotency.ts), read in this same transaction.
       request.transaction = tx;
       const reservation = await execution?.reserveWith(tx.idempotency);
-      if (reservation !== undefined && reservation.action !== 'execute') return reservation;
+      // A refusal rolls back: after a lock wait that ran out, PostgreSQL accepts nothing more in it anyway.
+      if (reservation?.action === 'reject') throw reservation.error;
+      if (reservation?.action === 'replay') return reservation;
       const answer = await work(tx);
       if ((await execution?.finalizeWith(render(answer), tx.idempotency)) === 'lease-lost')
         throw retryLater('the idempotency reservation was lost before commit; retry with the same key');
@@ -67,7 +69,6 @@ export async function mutate(
       .headers(headers)
       .send(body ?? undefined);
   }
-  if (outcome.action === 'reject') throw outcome.error;
   await afterCommit?.();
   return send(reply, outcome.answer);
 }

@@ -18,7 +18,7 @@ async function available(name: string, probe: () => Promise<unknown>): Promise<b
 }
 
 /** A database of its own on the server, so that runs never meet; returns its URL and a cleanup. */
-async function freshPostgres(): Promise<{ url: string; drop(): Promise<void> }> {
+export async function freshPostgres(): Promise<{ url: string; drop(): Promise<void> }> {
   const name = `ref_${randomBytes(5).toString('hex')}`;
   const admin = new pg.Client({ connectionString: PG_URL });
   await admin.connect();

@@ -1,0 +1,7 @@
+export {
+  Attribute,
+  createIdempotencyTracing,
+  type IdempotencyTracing,
+  type IdempotencyTracingOptions,
+  SpanName,
+} from './idempotency-tracing.js';
