@@ -55,6 +55,14 @@ export async function runAttempts(options: ResolvedOptions, plan: CallPlan): Pro
     return { delayMs };
   };
 
+  // Timers fire late: the bounds are checked again when the wait ends, before the next attempt goes out.
+  const overdue = (): GaveUp | undefined => {
+    const nowMs = clock.nowMs();
+    if (nowMs - startMs > maxElapsedMs) return 'max-elapsed';
+    if (nowMs >= keyExpiresAtMs) return 'key-lifetime';
+    return undefined;
+  };
+
   // The retryable answer of the previous attempt: returned as it is if no further attempt is made.
   let previous: Response | undefined;
   for (let attempt = 1; ; attempt++) {
@@ -62,13 +70,13 @@ export async function runAttempts(options: ResolvedOptions, plan: CallPlan): Pro
       discard(previous);
       previous = undefined;
     }
+    // A custom fetch may not look at the signal: an aborted call sends nothing more.
+    if (signal?.aborted) throw abortReason(signal);
     const guard = attemptSignal(signal, options.attemptTimeoutMs);
     let response: Response;
     try {
-      response = await options.fetch(template.input, {
-        ...template.init,
-        ...(guard.signal === undefined ? {} : { signal: guard.signal }),
-      });
+      // null, not absent: a caller's `signal: null` must also detach the signal of their Request.
+      response = await options.fetch(template.input, { ...template.init, signal: guard.signal ?? null });
     } catch (error) {
       if (signal?.aborted) throw abortReason(signal);
       // fetch rejects with a TypeError on a network error, and only then: the request was checked before.
@@ -76,8 +84,8 @@ export async function runAttempts(options: ResolvedOptions, plan: CallPlan): Pro
       const step = nextStep(attempt, undefined);
       if ('gaveUp' in step) throw finish(error, attempt, step.gaveUp);
       await wait(options, plan, attempt, step.delayMs, { kind: 'error', error });
-      // Timers run late: the key's lifetime is checked again, as the next attempt would send it.
-      if (clock.nowMs() >= keyExpiresAtMs) throw finish(error, attempt, 'key-lifetime');
+      const late = overdue();
+      if (late !== undefined) throw finish(error, attempt, late);
       continue;
     } finally {
       guard.clearTimeout();
@@ -93,7 +101,8 @@ export async function runAttempts(options: ResolvedOptions, plan: CallPlan): Pro
       discard(response);
       throw error;
     }
-    if (clock.nowMs() >= keyExpiresAtMs) return finish(response, attempt, 'key-lifetime');
+    const late = overdue();
+    if (late !== undefined) return finish(response, attempt, late);
   }
 }
 

@@ -21,6 +21,7 @@ export function scriptedFetch(...steps: Step[]) {
   const fetch: FetchFunction = async (input, init) => {
     // Read the attempt the way a server would: as one request, its body in full.
     const request = new Request(input, init);
+    if (request.signal.aborted) throw request.signal.reason;
     const body = await request.text();
     const attempt: Sent = {
       url: request.url,
@@ -42,14 +43,18 @@ export function scriptedFetch(...steps: Step[]) {
 /** A network error as fetch reports it. */
 export const networkError = () => new TypeError('fetch failed', { cause: new Error('ECONNRESET') });
 
-export const answer = (status: number, body: unknown = { status }, headers: Record<string, string> = {}) =>
+export const answer = (
+  status: number,
+  body: unknown = { status },
+  headers: Record<string, string> = {},
+): Response =>
   new Response(body === null ? null : JSON.stringify(body), {
     status,
     headers: { 'content-type': 'application/json', ...headers },
   });
 
 /** The idem coordinator's "in progress" answer. */
-export const inProgress = (headers: Record<string, string> = {}) =>
+export const inProgress = (headers: Record<string, string> = {}): Response =>
   answer(409, { error: { code: 'IDEMPOTENCY_IN_PROGRESS', message: 'in flight' } }, headers);
 
 /** Options that make retries immediate and deterministic. */
