@@ -21,7 +21,8 @@ export type MakeServer = (config: ServerConfig) => Promise<{ url: string; close(
 
 export interface SuiteHarness {
   describe(name: string, body: () => void): unknown;
-  test(name: string, body: () => Promise<void>): unknown;
+  /** `timeoutMs`, where given, replaces the runner's default for this test. */
+  test(name: string, body: () => Promise<void>, timeoutMs?: number): unknown;
 }
 
 export interface Answer {
