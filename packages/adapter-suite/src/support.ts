@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
-import { randomUUID } from 'node:crypto';
 import type { IdempotencyOptions, IdempotencyRecord, IdempotencyStore } from '@idem/core';
+import { v7 } from 'uuid';
 import { type Business, createBusiness } from './business.js';
 
 /** What a test app gets: the options to hand to its adapter, and the handlers to mount (see Business). */
@@ -32,11 +32,8 @@ export interface Answer {
   json(): unknown;
 }
 
-/** A random UUIDv7-shaped key. */
-export const newKey = (): string => {
-  const uuid = randomUUID();
-  return `${uuid.slice(0, 14)}7${uuid.slice(15)}`;
-};
+/** A fresh UUIDv7 key, as a client mints one. */
+export const newKey = (): string => v7();
 
 export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
