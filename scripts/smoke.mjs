@@ -29,12 +29,14 @@ import { storeConformance } from '@idem/store-conformance';
 import { createSqlStore, ensureSchema } from '@idem/store-sql';
 import { idempotency as expressIdempotency } from '@idem/adapter-express';
 import fastifyIdempotency from '@idem/adapter-fastify';
+import { callOutcome, createIdempotentFetch } from '@idem/client';
+import { v7 } from 'uuid'; // installed with @idem/client, its one dependency
 if (typeof createSqlStore !== 'function' || typeof ensureSchema !== 'function') throw new Error('store-sql');
 if (typeof expressIdempotency({ store: createMemoryStore() }) !== 'function') throw new Error('express');
 if (typeof fastifyIdempotency !== 'function') throw new Error('fastify');
 const store = createMemoryStore();
 const idem = createIdempotency({ store });
-const key = '0190b7e2-5a5d-7c3e-8f00-1234567890ab';
+const key = v7();
 const first = await idem.begin({ method: 'POST', route: '/x', body: { a: 1 }, key });
 if (first.action !== 'execute') throw new Error('expected execute');
 await first.execution.finish({ status: 201, headers: { location: '/x/1' }, body: 'ok' });
@@ -42,6 +44,17 @@ const again = await idem.begin({ method: 'POST', route: '/x', body: { a: 1 }, ke
 if (again.action !== 'replay' || again.response.headers.location !== '/x/1') throw new Error('expected replay');
 if (typeof storeConformance !== 'function' || isIdemError(new Error())) throw new Error('exports');
 await store.close();
+// The client half: a key on the first attempt, the same one on the retry.
+const keys = [];
+const idempotentFetch = createIdempotentFetch({
+  baseDelayMs: 0,
+  fetch: async (_input, init) => {
+    keys.push(new Headers(init.headers).get('idempotency-key'));
+    return new Response(null, { status: keys.length === 1 ? 503 : 201 });
+  },
+});
+const answer = await idempotentFetch('http://127.0.0.1:9/orders', { method: 'POST', body: '{}' });
+if (answer.status !== 201 || keys[0] !== keys[1] || callOutcome(answer).attempts !== 2) throw new Error('client');
 console.log('esm ok');
 `;
   const cjs = `
@@ -51,9 +64,12 @@ const { conformanceGroups } = require('@idem/store-conformance');
 const { schemaStatements } = require('@idem/store-sql');
 const { idempotency } = require('@idem/adapter-express');
 const fastifyPlugin = require('@idem/adapter-fastify');
+const { createIdempotentFetch, isReplay } = require('@idem/client');
+const { v7 } = require('uuid');
 if (!schemaStatements('postgres')[0].startsWith('CREATE TABLE IF NOT EXISTS')) throw new Error('store-sql');
 if (typeof idempotency !== 'function' || typeof fastifyPlugin.idempotency !== 'function') throw new Error('adapters');
-if (!validateUuidV7('0190b7e2-5a5d-7c3e-8f00-1234567890ab').ok) throw new Error('uuid');
+if (!validateUuidV7(v7()).ok) throw new Error('uuid');
+if (typeof createIdempotentFetch() !== 'function' || isReplay(new Response(null))) throw new Error('client');
 if (Object.keys(conformanceGroups).length < 6) throw new Error('groups');
 createIdempotency({ store: createMemoryStore({ sweepIntervalMs: false }) });
 console.log('cjs ok');
