@@ -141,8 +141,12 @@ export function resolveOptions(options: IdempotentFetchOptions): ResolvedOptions
   const fetchFunction = options.fetch;
   const onRetry = options.onRetry;
   return {
-    // Looked up at each call, so that a fetch installed later (a test's mock, a polyfill) is the one used.
-    fetch: fetchFunction ?? ((input, init) => globalThis.fetch(input, init)),
+    // The global one is looked up at each call, so that a fetch installed later (a test's mock, a polyfill) is
+    // the one used. A given one is called as a plain function: a browser's fetch refuses any other `this`.
+    fetch:
+      fetchFunction === undefined
+        ? (input, init) => globalThis.fetch(input, init)
+        : (input, init) => fetchFunction(input, init),
     methods: new Set((options.methods ?? DEFAULT_METHODS).map((method) => method.toUpperCase())),
     retrySafeMethods: options.retrySafeMethods ?? true,
     maxAttempts: count('maxAttempts', options.maxAttempts, 5, 1),

@@ -172,3 +172,31 @@ test('over a real connection: a buffered stream reaches the server whole on ever
   );
   expect(bodies).toEqual(['chunk-1,chunk-2', 'chunk-1,chunk-2']);
 });
+
+test('over a real connection: a stream over the limit that fails while it is sent is thrown, never retried', async () => {
+  let requests = 0;
+  await withHttpServer(
+    () => {
+      requests++;
+    },
+    async (url) => {
+      const failure = new Error('source gone');
+      let pulls = 0;
+      const body = new ReadableStream<Uint8Array>({
+        pull(controller) {
+          if (++pulls > 3) controller.error(failure);
+          else controller.enqueue(new Uint8Array(64));
+        },
+      });
+      const call = createIdempotentFetch({ ...fast, maxBufferBytes: 100 })(`${url}/files/1`, {
+        method: 'PUT',
+        body,
+        duplex: 'half',
+      } as RequestInit);
+      const error = await call.catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(TypeError); // fetch's network error, its cause the stream's
+      expect(callOutcome(error)).toMatchObject({ attempts: 1, gaveUp: 'one-shot-body' });
+    },
+  );
+  expect(requests).toBeLessThanOrEqual(1);
+});

@@ -67,6 +67,15 @@ describe('keys', () => {
     expect(sent[0]?.headers.has('idempotency-key')).toBe(false);
   });
 
+  test("a given fetch is called as a plain function, as a browser's fetch requires", async () => {
+    const { fetch } = scriptedFetch(answer(201));
+    const selfish = function (this: unknown, input: string | URL | Request, init?: RequestInit) {
+      if (this !== undefined && this !== globalThis) throw new Error('Illegal invocation');
+      return fetch(input, init);
+    };
+    expect((await createIdempotentFetch({ fetch: selfish })(ORDERS, post())).status).toBe(201);
+  });
+
   test('bad options are refused where the fetch is made', () => {
     expect(() => createIdempotentFetch({ maxAttempts: 0 })).toThrow(RangeError);
     expect(() => createIdempotentFetch({ baseDelayMs: -1 })).toThrow(RangeError);
