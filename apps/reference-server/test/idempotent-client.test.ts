@@ -1,4 +1,5 @@
 import {
+  describeLosses,
   faultRates,
   freshKeyPerAttempt,
   inPool,
@@ -106,7 +107,7 @@ describe('@idem/client against the catalog, through a proxy that loses 30 % of t
         console.info(
           `reference server (SQLite): ${calls} calls, ${attempts} attempts (${(attempts / calls).toFixed(2)} per call), ` +
             `${proxy.lost()} answers lost (${((100 * proxy.lost()) / proxy.stats.requests).toFixed(1)} %, ` +
-            `config reads included), ${listed.length} namespaces created, ${duplicates} duplicates (AlreadyExists), ` +
+            `config reads included: ${describeLosses(proxy.stats)}), ${listed.length} namespaces created, ${duplicates} duplicates (AlreadyExists), ` +
             `${calls - listed.length} losses, ` +
             `${wrong.length} wrong answers, ${replays} replays, ${elapsedMs} ms`,
         );

@@ -58,11 +58,20 @@ export async function inPool<T>(items: readonly T[], concurrency: number, work: 
   await Promise.all(Array.from({ length: Math.min(concurrency, items.length) }, worker));
 }
 
+/** The faults of a proxy run, by kind. */
+export function describeLosses(stats: Readonly<LossyProxyStats>): string {
+  return (
+    `${stats.droppedAnswers} dropped after execution, ${stats.resetsAfterForward} reset after forwarding, ` +
+    `${stats.resetsBeforeForward} reset before, ${stats.answered503} proxy 503s`
+  );
+}
+
 /** The suite's figures as one line, as the package READMEs quote them. */
 export function describeFigures(name: string, f: ExactlyOnceFigures): string {
   return (
     `${name}: ${f.calls} calls, ${f.attempts} attempts (${(f.attempts / f.calls).toFixed(2)} per call), ` +
-    `${f.lost} answers lost (${((100 * f.lost) / f.proxy.requests).toFixed(1)} %), ${f.executions} executions, ` +
+    `${f.lost} answers lost (${((100 * f.lost) / f.proxy.requests).toFixed(1)} %: ${describeLosses(f.proxy)}), ` +
+    `${f.executions} executions, ` +
     `${f.duplicates} duplicates, ${f.losses} losses, ${f.wrongAnswers} wrong answers, ${f.replays} replays, ` +
     `${f.elapsedMs} ms`
   );

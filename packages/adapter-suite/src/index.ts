@@ -9,6 +9,7 @@ export {
 } from './business.js';
 export {
   describeFigures,
+  describeLosses,
   type ExactlyOnceFigures,
   type ExactlyOnceOptions,
   exactlyOnceSuite,
