@@ -99,7 +99,9 @@ export interface ResolvedOptions {
   readonly clock: Clock;
 }
 
+/** The methods that get a key by default: those that change something on the server. */
 export const DEFAULT_METHODS = ['POST', 'PUT', 'PATCH', 'DELETE'] as const;
+/** The statuses retried by default: too many requests, and a gateway or server that is briefly unavailable. */
 export const DEFAULT_RETRY_ON = [429, 502, 503, 504] as const;
 /** Methods HTTP defines as safe: repeating them changes nothing on the server. */
 export const SAFE_METHODS: ReadonlySet<string> = new Set(['GET', 'HEAD', 'OPTIONS']);
