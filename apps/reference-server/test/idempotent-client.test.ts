@@ -3,6 +3,7 @@ import {
   faultRates,
   freshKeyPerAttempt,
   inPool,
+  jsonOrText,
   type LossyProxy,
   startLossyProxy,
 } from '@idem/adapter-suite';
@@ -68,7 +69,7 @@ async function createNamespaces(idempotentFetch: IdempotentFetch, proxy: LossyPr
     const outcome = callOutcome(response);
     answers[i] = {
       status: response.status,
-      body: await response.json(),
+      body: jsonOrText(await response.text()),
       attempts: outcome?.attempts ?? 0,
       replayed: outcome?.replayed ?? false,
     };

@@ -77,6 +77,15 @@ export function describeFigures(name: string, f: ExactlyOnceFigures): string {
   );
 }
 
+/** A body as JSON when it is JSON (the server's answers), else as text (the proxy's own 503). */
+export function jsonOrText(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return text;
+  }
+}
+
 /** Count each call's executions: `POST /orders` with `{ call: n }` records the id it created for call n. */
 function countExecutions(business: Business): Map<number, number[]> {
   const executions = new Map<number, number[]>();
@@ -133,12 +142,12 @@ export async function runExactlyOnce(
           headers: { 'content-type': 'application/json' },
           body: JSON.stringify({ call }),
         });
-        const body = (await response.json()) as { id?: unknown; order?: { call?: unknown } };
+        const body = jsonOrText(await response.text()) as { id?: unknown; order?: { call?: unknown } } | null;
         const outcome = callOutcome(response);
         answers.set(call, {
           status: response.status,
-          id: body.id,
-          call: body.order?.call,
+          id: body?.id,
+          call: body?.order?.call,
           attempts: outcome?.attempts ?? 0,
           replayed: outcome?.replayed ?? false,
         });

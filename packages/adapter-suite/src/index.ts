@@ -15,6 +15,7 @@ export {
   exactlyOnceSuite,
   freshKeyPerAttempt,
   inPool,
+  jsonOrText,
   runExactlyOnce,
 } from './exactly-once-suite.js';
 export { httpBehaviourSuite } from './http-behaviour-suite.js';
