@@ -59,7 +59,7 @@ export interface IdempotentFetchOptions {
   /**
    * An Iceberg REST catalog's base URL (`http://host:8181`, or with its path prefix): the lifetime is read
    * once from `GET {url}/v1/config` (`idempotency-key-lifetime`) and replaces `keyLifetimeMs`. A catalog that
-   * advertises none does not support keys: mutations then go once, without one. @default none
+   * advertises none does not support keys: mutations then go once, as written (no key added). @default none
    */
   readonly discoverKeyLifetime?: string | URL;
   /** Statuses that are always retried (a 409 is retried only when it says "in progress"). @default [429, 502, 503, 504] */
