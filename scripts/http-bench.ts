@@ -1,13 +1,10 @@
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { randomUUID } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import autocannon from 'autocannon';
+import { v7 } from 'uuid';
 
-/** A random UUIDv7-shaped key. */
-export const uuidv7 = (): string => {
-  const uuid = randomUUID();
-  return `${uuid.slice(0, 14)}7${uuid.slice(15)}`;
-};
+/** A fresh UUIDv7 key, as a client mints one. */
+export const uuidv7 = (): string => v7();
 
 // Where taskset exists, the server gets core 0 and this process (the load generator) core 1, so that the two
 // do not steal each other's time.

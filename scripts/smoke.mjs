@@ -32,6 +32,8 @@ import fastifyIdempotency from '@idem/adapter-fastify';
 import { createIdempotencyMetrics } from '@idem/prometheus';
 import { createIdempotencyTracing } from '@idem/opentelemetry';
 import { Registry } from 'prom-client';
+import { callOutcome, createIdempotentFetch } from '@idem/client';
+import { v7 } from 'uuid'; // installed with @idem/client, its one dependency
 if (typeof createSqlStore !== 'function' || typeof ensureSchema !== 'function') throw new Error('store-sql');
 if (typeof expressIdempotency({ store: createMemoryStore() }) !== 'function') throw new Error('express');
 if (typeof fastifyIdempotency !== 'function') throw new Error('fastify');
@@ -39,7 +41,7 @@ const store = createMemoryStore();
 const registry = new Registry();
 const metrics = createIdempotencyMetrics({ registry });
 const idem = createIdempotency({ store, onEvent: [metrics.onEvent, createIdempotencyTracing().onEvent] });
-const key = '0190b7e2-5a5d-7c3e-8f00-1234567890ab';
+const key = v7();
 const first = await idem.begin({ method: 'POST', route: '/x', body: { a: 1 }, key });
 if (first.action !== 'execute') throw new Error('expected execute');
 await first.execution.finish({ status: 201, headers: { location: '/x/1' }, body: 'ok' });
@@ -48,6 +50,17 @@ if (again.action !== 'replay' || again.response.headers.location !== '/x/1') thr
 if (typeof storeConformance !== 'function' || isIdemError(new Error())) throw new Error('exports');
 if (!(await registry.metrics()).includes('idempotency_replays_total{operation="/x"} 1')) throw new Error('prometheus');
 await store.close();
+// The client half: a key on the first attempt, the same one on the retry.
+const keys = [];
+const idempotentFetch = createIdempotentFetch({
+  baseDelayMs: 0,
+  fetch: async (_input, init) => {
+    keys.push(new Headers(init.headers).get('idempotency-key'));
+    return new Response(null, { status: keys.length === 1 ? 503 : 201 });
+  },
+});
+const answer = await idempotentFetch('http://127.0.0.1:9/orders', { method: 'POST', body: '{}' });
+if (answer.status !== 201 || keys[0] !== keys[1] || callOutcome(answer).attempts !== 2) throw new Error('client');
 console.log('esm ok');
 `;
   const cjs = `
@@ -62,9 +75,12 @@ const { SpanName } = require('@idem/opentelemetry');
 const { Registry } = require('prom-client');
 if (typeof createIdempotencyMetrics({ registry: new Registry() }).onEvent !== 'function') throw new Error('prometheus');
 if (SpanName.Process !== 'idempotency.process') throw new Error('opentelemetry');
+const { createIdempotentFetch, isReplay } = require('@idem/client');
+const { v7 } = require('uuid');
 if (!schemaStatements('postgres')[0].startsWith('CREATE TABLE IF NOT EXISTS')) throw new Error('store-sql');
 if (typeof idempotency !== 'function' || typeof fastifyPlugin.idempotency !== 'function') throw new Error('adapters');
-if (!validateUuidV7('0190b7e2-5a5d-7c3e-8f00-1234567890ab').ok) throw new Error('uuid');
+if (!validateUuidV7(v7()).ok) throw new Error('uuid');
+if (typeof createIdempotentFetch() !== 'function' || isReplay(new Response(null))) throw new Error('client');
 if (Object.keys(conformanceGroups).length < 6) throw new Error('groups');
 createIdempotency({ store: createMemoryStore({ sweepIntervalMs: false }) });
 console.log('cjs ok');

@@ -5,7 +5,7 @@ import { createMemoryStore } from '@idem/store-memory';
 import Fastify from 'fastify';
 import { expect, test } from 'vitest';
 
-const key = '0190b7e2-5a5d-7c3e-8f00-1234567890ab';
+const key = newKey();
 
 test('per route: config.idempotency false turns it off, an object overrides the options', async () => {
   const app = Fastify();

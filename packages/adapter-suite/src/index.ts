@@ -7,6 +7,24 @@ export {
   type StreamPlan,
   type ThrowPoint,
 } from './business.js';
+export {
+  describeFigures,
+  describeLosses,
+  type ExactlyOnceFigures,
+  type ExactlyOnceOptions,
+  exactlyOnceSuite,
+  freshKeyPerAttempt,
+  inPool,
+  jsonOrText,
+  runExactlyOnce,
+} from './exactly-once-suite.js';
 export { httpBehaviourSuite } from './http-behaviour-suite.js';
+export {
+  type FaultRates,
+  faultRates,
+  type LossyProxy,
+  type LossyProxyStats,
+  startLossyProxy,
+} from './lossy-proxy.js';
 export { instrument, stores } from './stores.js';
 export { type MakeServer, newKey, type ServerConfig, type SuiteHarness, settled } from './support.js';

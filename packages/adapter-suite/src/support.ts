@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
-import { randomUUID } from 'node:crypto';
 import type { IdempotencyOptions, IdempotencyRecord, IdempotencyStore } from '@idem/core';
+import { v7 } from 'uuid';
 import { type Business, createBusiness } from './business.js';
 
 /** What a test app gets: the options to hand to its adapter, and the handlers to mount (see Business). */
@@ -21,7 +21,8 @@ export type MakeServer = (config: ServerConfig) => Promise<{ url: string; close(
 
 export interface SuiteHarness {
   describe(name: string, body: () => void): unknown;
-  test(name: string, body: () => Promise<void>): unknown;
+  /** `timeoutMs`, where given, replaces the runner's default for this test. */
+  test(name: string, body: () => Promise<void>, timeoutMs?: number): unknown;
 }
 
 export interface Answer {
@@ -31,11 +32,8 @@ export interface Answer {
   json(): unknown;
 }
 
-/** A random UUIDv7-shaped key. */
-export const newKey = (): string => {
-  const uuid = randomUUID();
-  return `${uuid.slice(0, 14)}7${uuid.slice(15)}`;
-};
+/** A fresh UUIDv7 key, as a client mints one. */
+export const newKey = (): string => v7();
 
 export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 

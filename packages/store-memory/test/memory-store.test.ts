@@ -1,6 +1,6 @@
-import { randomUUID } from 'node:crypto';
 import { createIdempotency, type IdempotencyEvent, isStoreLimitError, type StoredResponse } from '@idem/core';
 import { createMemoryStore, type EvictionEvent } from '@idem/store-memory';
+import { v7 } from 'uuid';
 import { describe, expect, test } from 'vitest';
 
 const response: StoredResponse = { status: 200, headers: {}, body: new Uint8Array(100) };
@@ -44,7 +44,7 @@ describe('memory store bounds', () => {
 
   test('in-flight reservations are never evicted, however many there are', async () => {
     const store = createMemoryStore({ maxEntries: 2, sweepIntervalMs: false });
-    const keys = Array.from({ length: 50 }, () => randomUUID());
+    const keys = Array.from({ length: 50 }, () => v7());
     for (const key of keys) await store.reserve(params(key));
     for (const key of ['x', 'y', 'z']) await complete(store, key);
     for (const key of keys) expect((await store.load({ scope: 's', key }))?.owner).toBe(`owner-${key}`);
@@ -75,7 +75,7 @@ describe('memory store bounds', () => {
   test('with the coordinator: a body over the bound is stored as omitted, and the retry replays it', async () => {
     const store = createMemoryStore({ maxSizeBytes: 1_000, sweepIntervalMs: false });
     const idem = createIdempotency({ store, heartbeatIntervalMs: false });
-    const request = { method: 'POST', route: '/r', key: '0190b7e2-5a5d-7c3e-8f00-1234567890ab' };
+    const request = { method: 'POST', route: '/r', key: v7() };
     const first = await idem.begin(request);
     if (first.action !== 'execute') throw new Error(first.action);
     expect(await first.execution.finish({ status: 201, headers: {}, body: Buffer.alloc(5_000) })).toBe(

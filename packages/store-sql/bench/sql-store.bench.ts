@@ -16,6 +16,7 @@ import { drizzle as mysqlDrizzle } from 'drizzle-orm/mysql2';
 import { drizzle as pgDrizzle } from 'drizzle-orm/node-postgres';
 import mysql from 'mysql2/promise';
 import pg from 'pg';
+import { v7 } from 'uuid';
 import { machine, perSecond, printTable, ratio } from '../../../scripts/bench.js';
 import { createSqlStore, ensureSchema } from '../src/index.js';
 
@@ -57,7 +58,7 @@ async function load(clients: number, seconds: number, worker: () => Promise<void
 
 const nowMs = Date.now();
 const reservePair = (store: IdempotencyStore) => async () => {
-  const key = randomUUID();
+  const key = v7();
   const owner = randomUUID();
   const ref = { scope: 'bench', key };
   await store.reserve({
@@ -73,7 +74,7 @@ const reservePair = (store: IdempotencyStore) => async () => {
 
 // The same row, written the plain way: an INSERT of the in-flight row, an UPDATE storing the response.
 const baselinePair = (backend: Backend) => async () => {
-  const key = randomUUID();
+  const key = v7();
   const owner = randomUUID();
   const t = sql.identifier(backend.table);
   await backend.exec(sql`INSERT INTO ${t} (scope, idem_key, fingerprint, owner, lease_until_ms, body_omitted,
@@ -154,7 +155,7 @@ async function throughput(make: (pool: number) => Promise<Backend>) {
       `${perSecond(store / 2)} pairs vs ${perSecond(base / 2)} INSERT+UPDATE = ${ratio(store / base)}`,
     ]);
     if (clients === 8) {
-      const ref = { scope: 'bench', key: randomUUID() };
+      const ref = { scope: 'bench', key: v7() };
       const owner = randomUUID();
       await backend.store.reserve({
         ...ref,

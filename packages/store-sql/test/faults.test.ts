@@ -1,4 +1,3 @@
-import { randomUUID } from 'node:crypto';
 import { createIdempotency, ErrorCode } from '@idem/core';
 import { createSqlStore, ensureSchema } from '@idem/store-sql';
 import { sql } from 'drizzle-orm';
@@ -6,6 +5,7 @@ import { drizzle as mysqlDrizzle } from 'drizzle-orm/mysql2';
 import { drizzle as pgDrizzle } from 'drizzle-orm/node-postgres';
 import mysql from 'mysql2/promise';
 import pg from 'pg';
+import { v7 } from 'uuid';
 import { describe, expect, test } from 'vitest';
 import { MYSQL_URL, mysqlUp, PG_URL, pgUp, uniqueTable } from './support/backends.js';
 import { reserveParamsIn } from './support/params.js';
@@ -27,7 +27,7 @@ describe.runIf(await pgUp())('PostgreSQL: a backend killed mid-call', () => {
     const locker = new pg.Client({ connectionString: PG_URL });
     await locker.connect();
     try {
-      const key = randomUUID();
+      const key = v7();
       const reserved = reserveParams(key);
       await store.reserve(reserved);
       const { rows } = await pool.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
@@ -67,7 +67,7 @@ describe.runIf(await pgUp())('PostgreSQL: a backend killed mid-call', () => {
     const result = await idem.begin({
       method: 'POST',
       route: '/x',
-      key: '0190b7e2-5a5d-7c3e-8f00-1234567890ab',
+      key: v7(),
     });
     expect(
       result.action === 'reject' && [result.error.status, result.error.code, result.error.headers],
@@ -85,7 +85,7 @@ describe.runIf(await mysqlUp())('MariaDB: a connection killed mid-call', () => {
     const store = createSqlStore(db, { dialect: 'mysql', table });
     const locker = await mysql.createConnection({ uri: MYSQL_URL });
     try {
-      const key = randomUUID();
+      const key = v7();
       await store.reserve(reserveParams(key));
       const [[row]] = (await pool.query('SELECT CONNECTION_ID() AS id')) as unknown as [[{ id: number }]];
       await locker.query('START TRANSACTION');

@@ -6,6 +6,7 @@ import { sql } from 'drizzle-orm';
 import { drizzle } from 'drizzle-orm/better-sqlite3';
 import { drizzle as mysqlDrizzle } from 'drizzle-orm/mysql2';
 import mysql from 'mysql2/promise';
+import { v7 } from 'uuid';
 import { describe, expect, test } from 'vitest';
 import {
   MYSQL_URL,
@@ -20,7 +21,7 @@ import {
 const nowMs = Date.UTC(2030, 0, 1);
 const params = (overrides: { scope?: string; key?: string; fingerprint?: string } = {}) => ({
   scope: 's',
-  key: randomUUID(),
+  key: v7(),
   fingerprint: 'f',
   owner: randomUUID(),
   nowMs,
@@ -98,7 +99,7 @@ const backends = [
 ] as const;
 
 describe('through the coordinator, a value the store cannot hold is a 4xx, never an outage (503)', () => {
-  const request = { method: 'POST', route: '/r', key: '0190b7e2-5a5d-7c3e-8f00-1234567890ab' };
+  const request = { method: 'POST', route: '/r', key: v7() };
 
   for (const [name, make] of backends) {
     test.each([

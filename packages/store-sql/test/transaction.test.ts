@@ -8,6 +8,7 @@ import { drizzle as mysqlDrizzle } from 'drizzle-orm/mysql2';
 import { drizzle as pgDrizzle } from 'drizzle-orm/node-postgres';
 import mysql from 'mysql2/promise';
 import pg from 'pg';
+import { v7 } from 'uuid';
 import { describe, expect, test } from 'vitest';
 import { MYSQL_URL, mysqlUp, PG_URL, pgUp, uniqueTable } from './support/backends.js';
 import { reserveParamsIn } from './support/params.js';
@@ -33,7 +34,7 @@ describe.runIf(await pgUp())('PostgreSQL: finalize inside the caller transaction
     await db.execute(sql`CREATE TABLE ${sql.identifier(orders)} (id text PRIMARY KEY)`);
     const store = createSqlStore(db, { dialect: 'postgres', table });
     try {
-      const won = reserveParams(randomUUID());
+      const won = reserveParams(v7());
       await store.reserve(won);
       await db.transaction(async (tx) => {
         await tx.execute(sql`INSERT INTO ${sql.identifier(orders)} VALUES ('first')`);
@@ -43,7 +44,7 @@ describe.runIf(await pgUp())('PostgreSQL: finalize inside the caller transaction
       });
       expect((await store.load(won))?.response?.status).toBe(201);
 
-      const lost = reserveParams(randomUUID());
+      const lost = reserveParams(v7());
       await store.reserve(lost);
       await store.reserve({ ...lost, owner: randomUUID(), nowMs: lost.leaseUntilMs }); // someone took over
       await expect(
@@ -71,14 +72,14 @@ describe.runIf(await mysqlUp())('MariaDB: finalize inside the caller transaction
     await db.execute(sql`CREATE TABLE ${sql.identifier(orders)} (id varchar(20) PRIMARY KEY)`);
     const store = createSqlStore(db, { dialect: 'mysql', table });
     try {
-      const won = reserveParams(randomUUID());
+      const won = reserveParams(v7());
       await store.reserve(won);
       await db.transaction(async (tx) => {
         await tx.execute(sql`INSERT INTO ${sql.identifier(orders)} VALUES ('first')`);
         expect(await store.finalizeInTransaction(tx, { ...won, response, nowMs })).toBe(true);
       });
       expect((await store.load(won))?.response?.status).toBe(201);
-      const lost = reserveParams(randomUUID());
+      const lost = reserveParams(v7());
       await store.reserve(lost);
       await store.release(lost);
       await expect(
@@ -103,13 +104,13 @@ describe('SQLite: finalize inside the caller (synchronous) transaction', () => {
     await ensureSchema(db, { dialect: 'sqlite' });
     connection.exec('CREATE TABLE orders (id text PRIMARY KEY)');
     const store = createSqlStore(db, { dialect: 'sqlite' });
-    const won = reserveParams(randomUUID());
+    const won = reserveParams(v7());
     await store.reserve(won);
     db.transaction((tx) => {
       tx.run(sql`INSERT INTO orders VALUES ('first')`);
       expect(store.finalizeInTransaction(tx, { ...won, response, nowMs })).toBe(true);
     });
-    const lost = reserveParams(randomUUID());
+    const lost = reserveParams(v7());
     expect(() =>
       db.transaction((tx) => {
         tx.run(sql`INSERT INTO orders VALUES ('second')`);

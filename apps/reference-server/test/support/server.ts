@@ -1,10 +1,10 @@
-import { randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DEFAULT_TABLE } from '@idem/store-sql';
 import { sql } from 'drizzle-orm';
 import type { FastifyInstance } from 'fastify';
+import { v7 } from 'uuid';
 import { buildApp } from '../../src/app.js';
 import { loadConfig } from '../../src/config.js';
 import { type CatalogDatabase, openDatabase } from '../../src/db.js';
@@ -38,11 +38,8 @@ export async function startNode(databaseUrl: string, env: Record<string, string>
   };
 }
 
-/** A random UUIDv7-shaped key. */
-export const newKey = (): string => {
-  const uuid = randomUUID();
-  return `${uuid.slice(0, 14)}7${uuid.slice(15)}`;
-};
+/** A fresh UUIDv7 key, as a client mints one. */
+export const newKey = (): string => v7();
 
 export interface Answer {
   status: number;

@@ -1,0 +1,199 @@
+/** What every attempt of one call sends, built once from the caller's `input` and `init`. */
+export interface RequestTemplate {
+  /** The caller's input as given: a URL string, a `URL`, or their `Request` (whose body is never consumed while the call can be retried). */
+  readonly input: string | URL | Request;
+  readonly url: string;
+  /** The method as the caller wrote it (fetch normalizes its case). */
+  readonly method: string;
+  /** The headers of every attempt: the caller's, to which the key is added. */
+  readonly headers: Headers;
+  /** Everything else the caller's init said (credentials, redirect, …), and the body to send. */
+  readonly init: RequestInit;
+  /** `false` when the body could only be sent once (a stream longer than `maxBufferBytes`). */
+  readonly replayable: boolean;
+  readonly signal: AbortSignal | undefined;
+}
+
+/** A request body fetch accepts (`BodyInit`, which Node's types do not declare globally). */
+type Body = NonNullable<RequestInit['body']>;
+
+/** Pulls the chunks of a one-shot body, whatever kind it is. */
+interface ChunkSource {
+  next(): Promise<IteratorResult<unknown>>;
+  cancel(reason?: unknown): Promise<void>;
+}
+
+// Duck-typed rather than `instanceof`: a Request, stream or Blob from another realm or another fetch
+// implementation (undici's own export) is still one.
+export const isRequest = (value: unknown): value is Request =>
+  typeof value === 'object' &&
+  value !== null &&
+  typeof (value as Request).url === 'string' &&
+  typeof (value as Request).method === 'string' &&
+  typeof (value as Request).clone === 'function';
+
+const isReadableStream = (value: unknown): value is ReadableStream<unknown> =>
+  typeof value === 'object' && value !== null && typeof (value as ReadableStream).getReader === 'function';
+
+/** Bodies fetch reads afresh on every call: they can be sent again as they are. */
+function isReplayableBody(body: unknown): boolean {
+  return (
+    typeof body === 'string' ||
+    body instanceof ArrayBuffer ||
+    ArrayBuffer.isView(body) ||
+    body instanceof URLSearchParams ||
+    (typeof Blob !== 'undefined' && body instanceof Blob) ||
+    (typeof FormData !== 'undefined' && body instanceof FormData)
+  );
+}
+
+/** A stream, an async iterable (a Node `Readable`) or a generator: read once, gone. */
+function isOneShotBody(body: unknown): body is object {
+  if (typeof body !== 'object' || body === null || isReplayableBody(body)) return false;
+  return isReadableStream(body) || Symbol.asyncIterator in body || Symbol.iterator in body;
+}
+
+function chunkSource(body: object): ChunkSource {
+  if (isReadableStream(body)) {
+    const reader = body.getReader();
+    return { next: () => reader.read() as Promise<IteratorResult<unknown>>, cancel: (r) => reader.cancel(r) };
+  }
+  const iterable = body as Partial<AsyncIterable<unknown>> & Partial<Iterable<unknown>>;
+  const iterator = (iterable[Symbol.asyncIterator]?.() ?? iterable[Symbol.iterator]?.()) as
+    | AsyncIterator<unknown>
+    | Iterator<unknown>;
+  return {
+    next: async () => iterator.next(),
+    cancel: async () => {
+      await iterator.return?.();
+    },
+  };
+}
+
+const encoder = new TextEncoder();
+
+function bytesOf(chunk: unknown): Uint8Array {
+  if (chunk instanceof Uint8Array) return chunk;
+  if (typeof chunk === 'string') return encoder.encode(chunk);
+  if (ArrayBuffer.isView(chunk)) return new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.byteLength);
+  if (chunk instanceof ArrayBuffer) return new Uint8Array(chunk);
+  throw new TypeError(`a request body chunk must be bytes or text, got ${typeof chunk}`);
+}
+
+function concat(chunks: readonly Uint8Array[], length: number): Uint8Array {
+  const bytes = new Uint8Array(length);
+  let at = 0;
+  for (const chunk of chunks) {
+    bytes.set(chunk, at);
+    at += chunk.byteLength;
+  }
+  return bytes;
+}
+
+type Buffered =
+  | { readonly kind: 'bytes'; readonly bytes: Uint8Array }
+  /** Over the limit: the chunks read so far, then the rest of the source, as one stream to send once. */
+  | { readonly kind: 'too-long'; readonly stream: ReadableStream<Uint8Array>; readonly source: ChunkSource };
+
+/** Read a one-shot body into memory up to `limitBytes`. A failing source rejects: nothing was sent yet. */
+async function buffer(source: ChunkSource, limitBytes: number): Promise<Buffered> {
+  const chunks: Uint8Array[] = [];
+  let length = 0;
+  for (;;) {
+    const { done, value } = await source.next();
+    if (done) return { kind: 'bytes', bytes: concat(chunks, length) };
+    const chunk = bytesOf(value);
+    chunks.push(chunk);
+    length += chunk.byteLength;
+    if (length > limitBytes) break;
+  }
+  const stream = new ReadableStream<Uint8Array>({
+    start(controller) {
+      for (const chunk of chunks) controller.enqueue(chunk);
+    },
+    async pull(controller) {
+      const { done, value } = await source.next();
+      if (done) controller.close();
+      else controller.enqueue(bytesOf(value));
+    },
+    cancel: (reason) => source.cancel(reason),
+  });
+  return { kind: 'too-long', stream, source };
+}
+
+/** A private copy of the bytes, so that a caller who reuses their buffer cannot change a retry's body. */
+function copied(body: Body): Body {
+  if (body instanceof ArrayBuffer) return body.slice(0);
+  if (ArrayBuffer.isView(body)) return new Uint8Array(body.buffer, body.byteOffset, body.byteLength).slice();
+  return body;
+}
+
+/**
+ * Build the template of a call's attempts, as fetch itself would read `input` and `init` (init wins). A
+ * one-shot body is buffered here, up to `maxBufferBytes`; a caller's `Request` is read through a clone, so
+ * they can use it again. The result is checked by building a `Request` from it: a malformed request
+ * (invalid URL or header, a GET with a body) is thrown here as fetch's own `TypeError` and never sent, so
+ * that a `TypeError` from an attempt can only mean a network error.
+ */
+export async function buildTemplate(
+  input: string | URL | Request,
+  init: RequestInit | undefined,
+  maxBufferBytes: number,
+): Promise<RequestTemplate> {
+  const request = isRequest(input) ? input : undefined;
+  const {
+    body: initBody,
+    headers: initHeaders,
+    method: initMethod,
+    signal: initSignal,
+    ...rest
+  } = init ?? {};
+  const method = initMethod ?? request?.method ?? 'GET';
+  const headers = new Headers(initHeaders ?? request?.headers);
+  // As in fetch: an init signal of null means none; an absent (undefined) one leaves the Request's.
+  const signal = initSignal === undefined ? request?.signal : (initSignal ?? undefined);
+  let body: Body | undefined;
+  let replayable = true;
+  let probe: Body | undefined;
+  if (initBody !== undefined && initBody !== null) {
+    if (isOneShotBody(initBody)) {
+      const buffered = await buffer(chunkSource(initBody), maxBufferBytes);
+      replayable = buffered.kind === 'bytes';
+      body = buffered.kind === 'bytes' ? buffered.bytes : buffered.stream;
+      probe = new Uint8Array(0);
+    } else {
+      body = copied(initBody);
+      probe = body;
+    }
+  } else if (request?.body) {
+    const source = chunkSource(request.clone().body as ReadableStream<Uint8Array>);
+    const buffered = await buffer(source, maxBufferBytes);
+    if (buffered.kind === 'bytes') body = buffered.bytes;
+    else {
+      // Too long to keep: the caller's Request goes once with its own body (the clone's copy is dropped;
+      // not awaited: cancelling one branch of a teed body settles only when the other branch ends too).
+      replayable = false;
+      buffered.source.cancel().catch(() => {});
+    }
+    // A body in the init, so that building the probe does not consume the caller's Request.
+    probe = new Uint8Array(0);
+  }
+  const attemptInit: RequestInit = {
+    ...rest,
+    method,
+    headers,
+    ...(body === undefined ? {} : { body }),
+    // Node's fetch sends a stream body only when told it is half duplex.
+    ...(isReadableStream(body) ? { duplex: 'half' } : {}),
+  };
+  new Request(input, probe === undefined ? attemptInit : { ...attemptInit, body: probe });
+  return {
+    input,
+    url: request?.url ?? String(input),
+    method,
+    headers,
+    init: attemptInit,
+    replayable,
+    signal,
+  };
+}
