@@ -235,8 +235,12 @@ export const catalogRoutes: FastifyPluginAsync<{ db: CatalogDatabase; warehouse:
     return mutate(request, reply, db, async (tx) => {
       const metadata = await read();
       await requireNamespace(tx, prefix, key);
-      const existing = await repo.getEntity(tx, prefix, key, name);
+      // Locked: an overwrite replaces exactly the table it found.
+      const existing = await repo.getEntity(tx, prefix, key, name, { lock: true });
       const entity = { kind: 'table' as const, metadataLocation, metadata };
+      // Tables and views share names; `overwrite` replaces a table, never a view (its row would hold table
+      // metadata under kind 'view').
+      if (existing?.kind === 'view') throw alreadyExists(`View ${[...parts, name].join('.')}`);
       if (existing !== undefined && !overwrite) throw alreadyExists(`Table ${[...parts, name].join('.')}`);
       if (existing === undefined) await repo.insertEntity(tx, prefix, key, name, entity);
       else await repo.swapEntity(tx, prefix, key, name, existing.metadataLocation, entity);
