@@ -24,6 +24,26 @@ export const MAX_JSON_DEPTH = 128;
 export const MAX_STORED_JSON_DEPTH = 1024;
 /** A request body. */
 export const MAX_BODY_BYTES = 1024 * 1024;
+/**
+ * Updates in one table's or view's commit (each table change of a transaction counts on its own). Iceberg's
+ * clients send a handful; a body of thousands would only make the catalog rewrite and re-check a table for
+ * nothing.
+ */
+export const MAX_UPDATES_PER_COMMIT = 1000;
+/**
+ * Table changes in one `transactions/commit`: each is a table read locked, checked and written in one database
+ * transaction, and answered only when all are in.
+ */
+export const MAX_TABLE_CHANGES = 100;
+/**
+ * What a table keeps of each kind (schemas, partition specs, sort orders) and a view of its versions and
+ * schemas. Far above what schema evolution makes (Iceberg's own writers keep them all); a bound so that one
+ * table's metadata, which every commit copies and rewrites, cannot grow without end.
+ */
+export const MAX_SCHEMAS = 10_000;
+export const MAX_PARTITION_SPECS = 10_000;
+export const MAX_SORT_ORDERS = 10_000;
+export const MAX_VIEW_VERSIONS = 10_000;
 /** The spec's `format: int64` (Iceberg's `long`: snapshot ids, sequence numbers, row ids, timestamps). */
 export const INT64_MIN = -(2n ** 63n);
 export const INT64_MAX = 2n ** 63n - 1n;

@@ -1,4 +1,5 @@
 import type { FastifyRequest } from 'fastify';
+import { MAX_UPDATES_PER_COMMIT } from '../catalog/limits.js';
 import * as repo from '../catalog/repository.js';
 import { SEPARATOR } from '../catalog/repository.js';
 import type { Executor } from '../db.js';
@@ -33,6 +34,16 @@ export function identifier(value: unknown, field: string): { namespace: string[]
   if (!id.namespace.every((p) => typeof p === 'string' && p !== ''))
     throw badRequest(`${field}.namespace must hold names`);
   return { namespace: id.namespace as string[], name: id.name };
+}
+
+/**
+ * Refuse a commit with more updates than {@link MAX_UPDATES_PER_COMMIT}: a shape check, made before the key is
+ * reserved (the schema has already checked that `updates` is an array).
+ */
+export function checkUpdateCount(input: Record<string, unknown>, field: string): void {
+  const updates = input.updates;
+  if (Array.isArray(updates) && updates.length > MAX_UPDATES_PER_COMMIT)
+    throw badRequest(`${field} must have at most ${MAX_UPDATES_PER_COMMIT} updates, got ${updates.length}`);
 }
 
 export function stringMap(value: unknown, field: string): Record<string, string> {

@@ -5,7 +5,7 @@ import { applyUpdates, checkRequirements, type TableMetadata } from '../catalog/
 import type { Warehouse } from '../catalog/warehouse.js';
 import type { CatalogDatabase, Executor } from '../db.js';
 import { badRequest, ConcurrentChange, noSuchTable } from '../errors.js';
-import { body, identifier, namespaceOf, type Params } from './parse.js';
+import { body, checkUpdateCount, identifier, namespaceOf, type Params } from './parse.js';
 import { type Answer, mutate } from './respond.js';
 
 /** Table properties that shape the metadata log, with Iceberg's defaults. */
@@ -146,13 +146,15 @@ export function commitTableHandler(db: CatalogDatabase, warehouse: Warehouse) {
   return async (request: FastifyRequest, reply: FastifyReply) => {
     const { prefix, parts } = namespaceOf(request);
     const name = (request.params as Params).table as string;
+    const input = body(request);
+    checkUpdateCount(input, 'the commit');
     return commit(
       request,
       reply,
       db,
       warehouse,
       prefix,
-      [{ id: { namespace: parts, name }, input: body(request) }],
+      [{ id: { namespace: parts, name }, input }],
       ([change]) => ({
         status: 200,
         body: { 'metadata-location': change?.metadataLocation, metadata: change?.next },

@@ -10,7 +10,7 @@ import type { Warehouse } from '../catalog/warehouse.js';
 import type { CatalogDatabase } from '../db.js';
 import { alreadyExists, badRequest, commitFailed, noSuchNamespace, noSuchView } from '../errors.js';
 import { registration, renameHandler } from './entity-ops.js';
-import { body, loadResult, namespaceOf, requireNamespace } from './parse.js';
+import { body, checkUpdateCount, loadResult, namespaceOf, requireNamespace } from './parse.js';
 import { mutate } from './respond.js';
 
 const viewName = (request: FastifyRequest) => (request.params as { view: string }).view;
@@ -85,6 +85,7 @@ export const viewRoutes: FastifyPluginAsync<{ db: CatalogDatabase; warehouse: Wa
     const { prefix, parts, key } = namespaceOf(request);
     const name = viewName(request);
     const input = body(request);
+    checkUpdateCount(input, 'the commit');
     // Read, checked and replaced in the transaction, the view's row locked: concurrent replacements that do
     // not conflict all land, and a retry of one that went through replays it.
     return mutate(request, reply, db, async (tx) => {
