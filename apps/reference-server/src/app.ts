@@ -33,6 +33,7 @@ export async function buildApp(config: ServerConfig, db: CatalogDatabase): Promi
     directory: config.warehouse,
     maxBytes: config.metadataFiles.maxBytes,
     timeoutMs: config.metadataFiles.readTimeoutMs,
+    column: db.valueLimit,
   });
   const app = Fastify({
     logger: { level: config.logLevel },

@@ -7,6 +7,7 @@ import {
   ensureSchema,
   type SqlStore,
   type SupportedDb,
+  sqlRows,
 } from '@idem/store-sql';
 import Database from 'better-sqlite3';
 import { sql } from 'drizzle-orm';
@@ -21,9 +22,19 @@ import { exclusive, serialized } from './database/serialized.js';
 
 export type { Executor, Row } from './database/executor.js';
 
+/**
+ * The largest text value (a table's metadata) one statement carries to the database, and how the driver counts
+ * a text's bytes on the way: a value past it is the caller's error, refused before anything is written.
+ */
+export interface ValueLimit {
+  readonly maxBytes: number;
+  bytesOf(text: string): number;
+}
+
 /** The catalog's database: its statements, its transactions, and the idempotency store on the same database. */
 export interface CatalogDatabase extends Executor {
   readonly dialect: Dialect;
+  readonly valueLimit: ValueLimit;
   /** The idempotency store over the same database. */
   readonly store: IdempotencyStore;
   /** Run `body` in one transaction: commit when it resolves, roll back when it throws. */
@@ -37,6 +48,33 @@ interface PooledDb<Tx extends SupportedDb> {
   transaction<T>(body: (tx: Tx) => Promise<T>): Promise<T>;
 }
 
+const utf8Bytes = (text: string) => Buffer.byteLength(text, 'utf8');
+
+// A text column holds up to 1 GB on PostgreSQL, and SQLite's default SQLITE_MAX_LENGTH is 10^9 bytes.
+const LARGE_VALUES: ValueLimit = { maxBytes: 1_000_000_000 - 1024 * 1024, bytesOf: utf8Bytes };
+
+// Room in a MySQL packet for the rest of the statement: its SQL, names and locations (a location is at most
+// MAX_LOCAL_PATH_BYTES, percent-encoded up to three characters a byte).
+const PACKET_MARGIN_BYTES = 64 * 1024;
+// What mysql2 escapes when it puts a string into a statement (sqlstring): each becomes two bytes.
+// biome-ignore lint/suspicious/noControlCharactersInRegex: the characters mysql2 escapes include controls.
+const MYSQL_ESCAPED = /[\u0000\b\t\n\r\u001a"'\\]/g;
+
+/**
+ * MySQL refuses a statement larger than `max_allowed_packet` (ER_NET_PACKET_TOO_LARGE, and drops the
+ * connection): read it once, and count a value as mysql2 sends it, escapes included (JSON is full of quotes).
+ */
+async function mysqlValueLimit(db: SupportedDb): Promise<ValueLimit> {
+  const [row] = await sqlRows(db, sql`SELECT @@max_allowed_packet AS packet`);
+  const packet = Number(row?.packet);
+  if (!Number.isSafeInteger(packet) || packet <= PACKET_MARGIN_BYTES)
+    throw new Error(`unexpected max_allowed_packet ${String(row?.packet)} from the server`);
+  return {
+    maxBytes: packet - PACKET_MARGIN_BYTES,
+    bytesOf: (text) => utf8Bytes(text) + (text.match(MYSQL_ESCAPED)?.length ?? 0),
+  };
+}
+
 /** A CatalogDatabase over a pooled server database: each transaction on one of the pool's connections. */
 async function pooled<Tx extends SupportedDb>(
   dialect: 'postgres' | 'mysql',
@@ -48,6 +86,7 @@ async function pooled<Tx extends SupportedDb>(
   await createIfMissing(db, catalogDdl(dialect));
   return {
     dialect,
+    valueLimit: dialect === 'mysql' ? await mysqlValueLimit(db) : LARGE_VALUES,
     store,
     ...executorOn(db, store, true),
     transaction: (body) => db.transaction((tx) => body(executorOn(tx, store.inTransaction(tx), true))),
@@ -71,6 +110,7 @@ async function openSqlite(file: string): Promise<CatalogDatabase> {
   const direct = executorOn(db, store.inTransaction(db), false);
   return {
     dialect: 'sqlite',
+    valueLimit: LARGE_VALUES,
     locksRows: false,
     // The coordinator's own store calls take their turn too, or they could land inside an open transaction.
     store: serialized(store, turn),

@@ -1,8 +1,8 @@
-import { writeFileSync } from 'node:fs';
+import { readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { MAX_SCHEMAS, MAX_UPDATES_PER_COMMIT } from '../src/catalog/limits.js';
+import { MAX_SCHEMAS, MAX_TABLE_CHANGES, MAX_UPDATES_PER_COMMIT } from '../src/catalog/limits.js';
 import { applyUpdates, type TableMetadata } from '../src/catalog/table-metadata.js';
 import { applyViewUpdates, type ViewMetadata } from '../src/catalog/view-metadata.js';
 import { call, idempotencyRecords, type Node, newKey, schema, startNode } from './support/server.js';
@@ -177,5 +177,69 @@ describe('ids assigned in one pass', () => {
       2,
     );
     expect(next['current-version-id']).toBe(8);
+  });
+});
+
+describe('transactions/commit', () => {
+  const change = (name: string, requirements: unknown[] = []) => ({
+    identifier: { namespace: ['n'], name },
+    requirements,
+    updates: [{ action: 'set-properties', updates: { by: 'transaction' } }],
+  });
+  const metadataFiles = () =>
+    readdirSync(node.warehouse, { recursive: true, encoding: 'utf8' }).filter((f) =>
+      f.endsWith('.metadata.json'),
+    );
+
+  test('a table named twice: 400 before the key is taken, nothing written', async () => {
+    const before = metadataFiles();
+    const key = newKey();
+    const answer = await call(node.url, 'POST', '/v1/transactions/commit', {
+      key,
+      body: { 'table-changes': [change('t'), change('a'), change('t')] },
+    });
+    expect(answer.status, answer.text).toBe(400);
+    expect(answer.json().error.message).toMatch('names n.t again');
+    expect(await idempotencyRecords(node, key)).toBe(0);
+    expect(metadataFiles()).toEqual(before);
+  });
+
+  test(`more than ${MAX_TABLE_CHANGES} table changes: 400 before the key is taken`, async () => {
+    const key = newKey();
+    const answer = await call(node.url, 'POST', '/v1/transactions/commit', {
+      key,
+      body: { 'table-changes': Array.from({ length: MAX_TABLE_CHANGES + 1 }, (_, i) => change(`t${i}`)) },
+    });
+    expect(answer.status, answer.text).toBe(400);
+    expect(answer.json().error.message).toMatch(`at most ${MAX_TABLE_CHANGES} changes`);
+    expect(await idempotencyRecords(node, key)).toBe(0);
+  });
+
+  test('every change is checked before any file is written: a failed requirement on the last leaves none', async () => {
+    await call(node.url, 'POST', '/v1/namespaces/n/tables', { body: { name: 'a', schema } });
+    await call(node.url, 'POST', '/v1/namespaces/n/tables', { body: { name: 'z', schema } });
+    const before = metadataFiles();
+    const answer = await call(node.url, 'POST', '/v1/transactions/commit', {
+      key: newKey(),
+      body: {
+        'table-changes': [change('a'), change('z', [{ type: 'assert-table-uuid', uuid: 'another' }])],
+      },
+    });
+    expect(answer.status, answer.text).toBe(409);
+    expect(metadataFiles()).toEqual(before);
+    const a = (await call(node.url, 'GET', '/v1/namespaces/n/tables/a')).json();
+    expect(a.metadata.properties).toEqual({});
+  });
+
+  test('two tables commit together, whatever the order they are sent in', async () => {
+    const answer = await call(node.url, 'POST', '/v1/transactions/commit', {
+      key: newKey(),
+      body: { 'table-changes': [change('z'), change('a')] },
+    });
+    expect(answer.status, answer.text).toBe(204);
+    for (const name of ['a', 'z']) {
+      const loaded = (await call(node.url, 'GET', `/v1/namespaces/n/tables/${name}`)).json();
+      expect(loaded.metadata.properties).toEqual({ by: 'transaction' });
+    }
   });
 });

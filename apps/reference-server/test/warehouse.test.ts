@@ -198,6 +198,7 @@ describe('locations of tables and views stay inside the warehouse', () => {
           kind: 'table',
           metadataLocation: `${location}/metadata/00000.metadata.json`,
           metadata: tableMetadata(location),
+          text: JSON.stringify(tableMetadata(location)),
         }),
       );
       const dropped = await call(node.url, 'DELETE', `/v1/namespaces/w/tables/${name}?purgeRequested=true`);

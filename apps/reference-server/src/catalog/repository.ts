@@ -14,12 +14,16 @@ export interface Entity {
   readonly metadata: Record<string, unknown>;
 }
 
+/** An entity to store: its metadata also as the text the warehouse encoded (and checked the size of). */
+export interface NewEntity extends Entity {
+  readonly text: string;
+}
+
 // MySQL returns VARBINARY columns as Buffers.
 const text = (value: unknown): string => (Buffer.isBuffer(value) ? value.toString('utf8') : String(value));
 
 // Metadata is stored as JSON text, its longs as exact digits (a bigint past 2^53), and read back the same way.
 const fromColumn = (value: unknown) => parseExactJson(text(value), { maxDepth: MAX_STORED_JSON_DEPTH });
-const toColumn = (value: object) => stringifyExactJson(value);
 
 const toEntity = (row: Row): Entity => ({
   kind: text(row.kind) as EntityKind,
@@ -43,7 +47,7 @@ export async function listNamespaces(ex: Executor, prefix: string): Promise<stri
 
 export async function insertNamespace(ex: Executor, prefix: string, namespace: string, properties: object) {
   await ex.run(
-    sql`INSERT INTO catalog_namespaces (prefix, namespace, properties) VALUES (${prefix}, ${namespace}, ${toColumn(properties)})`,
+    sql`INSERT INTO catalog_namespaces (prefix, namespace, properties) VALUES (${prefix}, ${namespace}, ${stringifyExactJson(properties)})`,
   );
 }
 
@@ -54,7 +58,7 @@ export async function setNamespaceProperties(
   properties: object,
 ) {
   return ex.run(
-    sql`UPDATE catalog_namespaces SET properties = ${toColumn(properties)} WHERE prefix = ${prefix} AND namespace = ${namespace}`,
+    sql`UPDATE catalog_namespaces SET properties = ${stringifyExactJson(properties)} WHERE prefix = ${prefix} AND namespace = ${namespace}`,
   );
 }
 
@@ -110,12 +114,12 @@ export async function insertEntity(
   prefix: string,
   namespace: string,
   name: string,
-  entity: Entity,
+  entity: NewEntity,
 ) {
   await ex.run(
     sql`INSERT INTO catalog_entities (prefix, namespace, name, kind, uuid, metadata_location, metadata)
       VALUES (${prefix}, ${namespace}, ${name}, ${entity.kind}, ${uuidOf(entity)}, ${entity.metadataLocation},
-        ${toColumn(entity.metadata)})`,
+        ${entity.text})`,
   );
 }
 
@@ -138,11 +142,11 @@ export async function swapEntity(
   namespace: string,
   name: string,
   expectedLocation: string,
-  entity: Entity,
+  entity: NewEntity,
 ): Promise<boolean> {
   const changed = await ex.run(
     sql`UPDATE catalog_entities SET uuid = ${uuidOf(entity)}, metadata_location = ${entity.metadataLocation},
-      metadata = ${toColumn(entity.metadata)}
+      metadata = ${entity.text}
       WHERE prefix = ${prefix} AND namespace = ${namespace} AND name = ${name} AND metadata_location = ${expectedLocation}`,
   );
   return changed === 1;

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { mkdir, realpath, rm, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { badRequest } from '../errors.js';
 import { stringifyExactJson } from '../exact-json.js';
 import { type ReadLimits, readJsonFile } from './metadata-file.js';
 import { confine, isWithin, localPath, outside } from './paths.js';
@@ -9,6 +10,12 @@ import { confine, isWithin, localPath, outside } from './paths.js';
 export interface WarehouseOptions extends ReadLimits {
   /** The local directory that holds every table's and view's files; created when missing. */
   readonly directory: string;
+  /**
+   * The largest metadata the catalog's database holds, measured as its driver sends it (see db.ts). The
+   * catalog writes no metadata past it, nor past `maxBytes`: every file it writes can be registered again.
+   * @default no limit beyond `maxBytes`
+   */
+  readonly column?: { readonly maxBytes: number; bytesOf(text: string): number };
 }
 
 /**
@@ -23,10 +30,16 @@ export interface Warehouse {
   /** Throw the 400/403 a location (`field` of the request) would meet, before anything is done with it. */
   check(location: string, field: string): Promise<void>;
   /**
-   * Write a new metadata file under `<location>/metadata/` and return its location. Written before the catalog
-   * transaction, as Iceberg does: a file no commit points to is harmless.
+   * Metadata as the JSON text the catalog writes and stores (longs as exact digits); a 400 when it is larger
+   * than a metadata file may be (`maxBytes`) or than the database holds, before anything is written.
    */
-  writeMetadata(location: string, version: number, metadata: unknown): Promise<string>;
+  encode(metadata: object): string;
+  /**
+   * Write a new metadata file (`text` from `encode`) under `<location>/metadata/` and return its location.
+   * Written inside the catalog transaction, before the pointer moves, as Iceberg does: a file no commit points
+   * to is harmless.
+   */
+  writeMetadata(location: string, version: number, text: string): Promise<string>;
   /** Read a metadata file (bounded in size and time), parsed as JSON with exact longs (exact-json.ts). */
   readMetadata(metadataLocation: string, field: string): Promise<unknown>;
   /** Delete a table's directory (drop with purge): never the warehouse itself, never outside it. */
@@ -40,20 +53,35 @@ export async function openWarehouse(options: WarehouseOptions): Promise<Warehous
   await mkdir(directory, { recursive: true });
   const root = { path: await realpath(directory), url: pathToFileURL(directory).href };
   const limits: ReadLimits = { maxBytes: options.maxBytes, timeoutMs: options.timeoutMs };
+  const { column } = options;
 
   return {
     url: root.url,
     defaultLocation: (namespace, name) => pathToFileURL(join(directory, ...namespace, name)).href,
     check: async (location, field) => void (await confine(root, location, { field })),
-    async writeMetadata(location, version, metadata) {
+    encode(metadata) {
+      // Longs as exact digits (never strings, never rounded), as Iceberg's own writers do.
+      const text = stringifyExactJson(metadata);
+      const bytes = Buffer.byteLength(text, 'utf8');
+      if (bytes > limits.maxBytes)
+        throw badRequest(
+          `the metadata would be ${bytes} bytes; this catalog holds at most ${limits.maxBytes}`,
+        );
+      const stored = column?.bytesOf(text) ?? 0;
+      if (column !== undefined && stored > column.maxBytes)
+        throw badRequest(
+          `the metadata would take ${stored} bytes to store; this catalog's database holds at most ${column.maxBytes}`,
+        );
+      return text;
+    },
+    async writeMetadata(location, version, text) {
       const dir = join(await confine(root, location, { field: 'location' }), 'metadata');
       await mkdir(dir, { recursive: true });
       // mkdir follows a symlink swapped into the path since the check: see where it landed before writing.
       if (!isWithin(root.path, await realpath(dir))) throw outside('location', root.url);
       const name = `${String(version).padStart(5, '0')}-${randomUUID()}.metadata.json`;
       // `wx`: a new file only; never through a symlink planted under that name.
-      // Longs as exact digits (never strings, never rounded), as Iceberg's own writers do.
-      await writeFile(join(dir, name), stringifyExactJson(metadata), { flag: 'wx' });
+      await writeFile(join(dir, name), text, { flag: 'wx' });
       const file = join(localPath(location, 'location'), 'metadata', name);
       return location.toLowerCase().startsWith('file:') ? pathToFileURL(file).href : file;
     },

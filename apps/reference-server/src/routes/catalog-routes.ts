@@ -152,8 +152,9 @@ export const catalogRoutes: FastifyPluginAsync<{ db: CatalogDatabase; warehouse:
       if ((await repo.getEntity(tx, prefix, key, name)) !== undefined)
         throw alreadyExists(`Table ${[...parts, name].join('.')}`);
       // Written once the key is reserved: a retry that replays writes nothing.
-      const metadataLocation = await warehouse.writeMetadata(location, 0, metadata);
-      const entity = { kind: 'table' as const, metadataLocation, metadata };
+      const text = warehouse.encode(metadata);
+      const metadataLocation = await warehouse.writeMetadata(location, 0, text);
+      const entity = { kind: 'table' as const, metadataLocation, metadata, text };
       await repo.insertEntity(tx, prefix, key, name, entity);
       return { status: 200, body: loadResult(entity) };
     });
@@ -237,7 +238,7 @@ export const catalogRoutes: FastifyPluginAsync<{ db: CatalogDatabase; warehouse:
       await requireNamespace(tx, prefix, key);
       // Locked: an overwrite replaces exactly the table it found.
       const existing = await repo.getEntity(tx, prefix, key, name, { lock: true });
-      const entity = { kind: 'table' as const, metadataLocation, metadata };
+      const entity = { kind: 'table' as const, metadataLocation, metadata, text: warehouse.encode(metadata) };
       // Tables and views share names; `overwrite` replaces a table, never a view (its row would hold table
       // metadata under kind 'view').
       if (existing?.kind === 'view') throw alreadyExists(`View ${[...parts, name].join('.')}`);

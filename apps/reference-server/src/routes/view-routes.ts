@@ -28,7 +28,7 @@ export const viewRoutes: FastifyPluginAsync<{ db: CatalogDatabase; warehouse: Wa
     request: FastifyRequest,
     reply: FastifyReply,
     at: { prefix: string; parts: string[]; key: string; name: string },
-    entity: () => Promise<repo.Entity>,
+    entity: () => Promise<repo.NewEntity>,
   ) =>
     mutate(request, reply, db, async (tx) => {
       await requireNamespace(tx, at.prefix, at.key);
@@ -56,11 +56,15 @@ export const viewRoutes: FastifyPluginAsync<{ db: CatalogDatabase; warehouse: Wa
     const location =
       typeof input.location === 'string' ? input.location : warehouse.defaultLocation(parts, name);
     const metadata = newViewMetadata(input, location, Date.now());
-    return insertView(request, reply, { prefix, parts, key, name }, async () => ({
-      kind: 'view',
-      metadataLocation: await warehouse.writeMetadata(location, 0, metadata),
-      metadata,
-    }));
+    return insertView(request, reply, { prefix, parts, key, name }, async () => {
+      const text = warehouse.encode(metadata);
+      return {
+        kind: 'view',
+        metadataLocation: await warehouse.writeMetadata(location, 0, text),
+        metadata,
+        text,
+      };
+    });
   });
 
   const loadView = async (request: FastifyRequest) => {
@@ -97,12 +101,13 @@ export const viewRoutes: FastifyPluginAsync<{ db: CatalogDatabase; warehouse: Wa
       const metadata = current.metadata as ViewMetadata;
       checkViewRequirements(metadata, input.requirements);
       const next = applyViewUpdates(metadata, input.updates, Date.now());
+      const text = warehouse.encode(next);
       const metadataLocation = await warehouse.writeMetadata(
         next.location,
         metadata['version-log'].length,
-        next,
+        text,
       );
-      const entity = { kind: 'view' as const, metadataLocation, metadata: next };
+      const entity = { kind: 'view' as const, metadataLocation, metadata: next, text };
       if (!(await repo.swapEntity(tx, prefix, key, name, current.metadataLocation, entity))) {
         throw commitFailed('the view changed concurrently; refresh and retry');
       }
@@ -125,10 +130,9 @@ export const viewRoutes: FastifyPluginAsync<{ db: CatalogDatabase; warehouse: Wa
   app.post('/namespaces/:namespace/register-view', async (request, reply) => {
     const { prefix, parts, key } = namespaceOf(request);
     const { name, metadataLocation, read } = registration(request, warehouse, 'view');
-    return insertView(request, reply, { prefix, parts, key, name }, async () => ({
-      kind: 'view',
-      metadataLocation,
-      metadata: await read(),
-    }));
+    return insertView(request, reply, { prefix, parts, key, name }, async () => {
+      const metadata = await read();
+      return { kind: 'view', metadataLocation, metadata, text: warehouse.encode(metadata) };
+    });
   });
 };
