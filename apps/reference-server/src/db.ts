@@ -20,7 +20,7 @@ import { catalogDdl, type Dialect } from './database/catalog-schema.js';
 import { type Executor, executorOn } from './database/executor.js';
 import { exclusive, serialized } from './database/serialized.js';
 
-export type { Executor, Row } from './database/executor.js';
+export type { Executor, LockMode, Row } from './database/executor.js';
 
 /**
  * The largest text value (a table's metadata) one statement carries to the database, and how the driver counts
@@ -88,9 +88,9 @@ async function pooled<Tx extends SupportedDb>(
     dialect,
     valueLimit: dialect === 'mysql' ? await mysqlValueLimit(db) : LARGE_VALUES,
     store,
-    ...executorOn(db, store, true),
-    transaction: (body) => db.transaction((tx) => body(executorOn(tx, store.inTransaction(tx), true))),
-    ping: async () => void (await executorOn(db, store, true).rows(sql`SELECT 1`)),
+    ...executorOn(db, store, dialect),
+    transaction: (body) => db.transaction((tx) => body(executorOn(tx, store.inTransaction(tx), dialect))),
+    ping: async () => void (await executorOn(db, store, dialect).rows(sql`SELECT 1`)),
     close,
   };
 }
@@ -107,11 +107,11 @@ async function openSqlite(file: string): Promise<CatalogDatabase> {
   // transaction's statements never interleave with another request's. Inside `transaction` the connection
   // itself is in the transaction (BEGIN IMMEDIATE), so the synchronous transactional finalize runs on it.
   const turn = exclusive();
-  const direct = executorOn(db, store.inTransaction(db), false);
+  const direct = executorOn(db, store.inTransaction(db), 'sqlite');
   return {
     dialect: 'sqlite',
     valueLimit: LARGE_VALUES,
-    locksRows: false,
+    lock: direct.lock,
     // The coordinator's own store calls take their turn too, or they could land inside an open transaction.
     store: serialized(store, turn),
     rows: (statement) => turn(() => direct.rows(statement)),

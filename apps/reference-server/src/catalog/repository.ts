@@ -1,5 +1,5 @@
 import { sql } from 'drizzle-orm';
-import type { Executor, Row } from '../db.js';
+import type { Executor, LockMode, Row } from '../db.js';
 import { parseExactJson, stringifyExactJson } from '../exact-json.js';
 import { MAX_STORED_JSON_DEPTH } from './limits.js';
 
@@ -31,9 +31,22 @@ const toEntity = (row: Row): Entity => ({
   metadata: fromColumn(row.metadata) as Record<string, unknown>,
 });
 
-export async function getNamespace(ex: Executor, prefix: string, namespace: string) {
+/**
+ * The namespace's properties, or undefined when it does not exist. With `lock`, inside a transaction, its row
+ * stays locked until the transaction ends: `share` where the namespace must go on existing while something is
+ * made in it (a table, a view, a child namespace), `update` where it is changed or dropped. A drop and a create
+ * in it then take turns, and each sees what the other committed.
+ */
+export async function getNamespace(
+  ex: Executor,
+  prefix: string,
+  namespace: string,
+  options: { readonly lock?: LockMode } = {},
+) {
   const [row] = await ex.rows(
-    sql`SELECT properties FROM catalog_namespaces WHERE prefix = ${prefix} AND namespace = ${namespace}`,
+    sql`SELECT properties FROM catalog_namespaces WHERE prefix = ${prefix} AND namespace = ${namespace}${
+      options.lock === undefined ? sql`` : ex.lock(options.lock)
+    }`,
   );
   return row === undefined ? undefined : (fromColumn(row.properties) as Record<string, string>);
 }
@@ -66,32 +79,44 @@ export async function deleteNamespace(ex: Executor, prefix: string, namespace: s
   return ex.run(sql`DELETE FROM catalog_namespaces WHERE prefix = ${prefix} AND namespace = ${namespace}`);
 }
 
-/** Whether anything lives in the namespace: entities, or child namespaces. */
+/** `text` as a LIKE pattern that matches it literally (with `ESCAPE '!'`). */
+const literal = (text: string) => text.replace(/[!%_]/g, (c) => `!${c}`);
+
+/**
+ * Whether anything lives in the namespace: entities, or child namespaces. Called by a drop holding the
+ * namespace's row locked (`update`): both reads lock what they find (`share`), which on MySQL also makes them
+ * read the latest committed rows rather than the transaction's snapshot, taken before the lock was granted.
+ */
 export async function namespaceIsEmpty(ex: Executor, prefix: string, namespace: string): Promise<boolean> {
   const entities = await ex.rows(
-    sql`SELECT 1 FROM catalog_entities WHERE prefix = ${prefix} AND namespace = ${namespace} LIMIT 1`,
+    sql`SELECT 1 FROM catalog_entities WHERE prefix = ${prefix} AND namespace = ${namespace} LIMIT 1${ex.lock('share')}`,
   );
   if (entities.length > 0) return false;
-  const children = (await listNamespaces(ex, prefix)).filter((n) => n.startsWith(namespace + SEPARATOR));
-  return children.length === 0;
+  // Children only (not every namespace of the prefix, some of which another drop may hold): LIKE narrows them
+  // down, and startsWith decides, since SQLite's LIKE ignores the case of ASCII letters.
+  const children = await ex.rows(
+    sql`SELECT namespace FROM catalog_namespaces
+      WHERE prefix = ${prefix} AND namespace LIKE ${`${literal(namespace + SEPARATOR)}%`} ESCAPE '!'${ex.lock('share')}`,
+  );
+  return !children.some((row) => text(row.namespace).startsWith(namespace + SEPARATOR));
 }
 
 /**
  * The entity named `name` in the namespace. With `lock`, inside a transaction, its row stays locked until the
- * transaction ends (`FOR UPDATE`; SQLite's transactions hold the whole database anyway), so that what is read
- * is what the transaction changes.
+ * transaction ends (`update`; SQLite's transactions hold the whole database anyway), so that what is read is
+ * what the transaction changes.
  */
 export async function getEntity(
   ex: Executor,
   prefix: string,
   namespace: string,
   name: string,
-  options: { readonly lock?: boolean } = {},
+  options: { readonly lock?: LockMode } = {},
 ): Promise<Entity | undefined> {
   const [row] = await ex.rows(
     sql`SELECT kind, metadata_location, metadata FROM catalog_entities
       WHERE prefix = ${prefix} AND namespace = ${namespace} AND name = ${name}${
-        options.lock === true && ex.locksRows ? sql` FOR UPDATE` : sql``
+        options.lock === undefined ? sql`` : ex.lock(options.lock)
       }`,
   );
   return row === undefined ? undefined : toEntity(row);

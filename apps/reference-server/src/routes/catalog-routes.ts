@@ -59,9 +59,11 @@ export const catalogRoutes: FastifyPluginAsync<{ db: CatalogDatabase; warehouse:
       if ((await repo.getNamespace(tx, prefix, key)) !== undefined)
         throw alreadyExists(`Namespace ${parts.join('.')}`);
       // The spec declares no 404 for createNamespace: a missing parent is a bad request.
+      // The parent is share-locked until this commits: a concurrent drop of it waits, then finds it not empty.
       if (
         parts.length > 1 &&
-        (await repo.getNamespace(tx, prefix, parts.slice(0, -1).join(SEPARATOR))) === undefined
+        (await repo.getNamespace(tx, prefix, parts.slice(0, -1).join(SEPARATOR), { lock: 'share' })) ===
+          undefined
       )
         throw badRequest(`the parent namespace ${parts.slice(0, -1).join('.')} does not exist`);
       await repo.insertNamespace(tx, prefix, key, properties);
@@ -83,7 +85,8 @@ export const catalogRoutes: FastifyPluginAsync<{ db: CatalogDatabase; warehouse:
   app.delete('/namespaces/:namespace', async (request, reply) => {
     const { prefix, parts, key } = namespaceOf(request);
     return mutate(request, reply, db, async (tx) => {
-      await requireNamespace(tx, prefix, key);
+      // Locked until the drop commits: nothing can be created in it meanwhile (creates share-lock it).
+      await requireNamespace(tx, prefix, key, 'update');
       if (!(await repo.namespaceIsEmpty(tx, prefix, key))) {
         throw new IcebergError(
           409,
@@ -114,7 +117,7 @@ export const catalogRoutes: FastifyPluginAsync<{ db: CatalogDatabase; warehouse:
       );
     }
     return mutate(request, reply, db, async (tx) => {
-      const properties = { ...(await requireNamespace(tx, prefix, key)) };
+      const properties = { ...(await requireNamespace(tx, prefix, key, 'update')) };
       const removed = removals.filter((r) => Object.hasOwn(properties, r));
       const missing = removals.filter((r) => !Object.hasOwn(properties, r));
       for (const r of removed) delete properties[r];
@@ -148,7 +151,8 @@ export const catalogRoutes: FastifyPluginAsync<{ db: CatalogDatabase; warehouse:
       return send(reply, { status: 200, body: { metadata, config: {} } });
     }
     return mutate(request, reply, db, async (tx) => {
-      await requireNamespace(tx, prefix, key);
+      // Share-locked until the table is in: a concurrent drop of the namespace waits, then finds it not empty.
+      await requireNamespace(tx, prefix, key, 'share');
       if ((await repo.getEntity(tx, prefix, key, name)) !== undefined)
         throw alreadyExists(`Table ${[...parts, name].join('.')}`);
       // Written once the key is reserved: a retry that replays writes nothing.
@@ -235,9 +239,9 @@ export const catalogRoutes: FastifyPluginAsync<{ db: CatalogDatabase; warehouse:
     const { name, metadataLocation, overwrite, read } = registration(request, warehouse, 'table');
     return mutate(request, reply, db, async (tx) => {
       const metadata = await read();
-      await requireNamespace(tx, prefix, key);
+      await requireNamespace(tx, prefix, key, 'share');
       // Locked: an overwrite replaces exactly the table it found.
-      const existing = await repo.getEntity(tx, prefix, key, name, { lock: true });
+      const existing = await repo.getEntity(tx, prefix, key, name, { lock: 'update' });
       const entity = { kind: 'table' as const, metadataLocation, metadata, text: warehouse.encode(metadata) };
       // Tables and views share names; `overwrite` replaces a table, never a view (its row would hold table
       // metadata under kind 'view').

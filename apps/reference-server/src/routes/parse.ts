@@ -2,7 +2,7 @@ import type { FastifyRequest } from 'fastify';
 import { MAX_UPDATES_PER_COMMIT } from '../catalog/limits.js';
 import * as repo from '../catalog/repository.js';
 import { SEPARATOR } from '../catalog/repository.js';
-import type { Executor } from '../db.js';
+import type { Executor, LockMode } from '../db.js';
 import { badRequest, noSuchNamespace } from '../errors.js';
 
 export type Params = { prefix?: string; namespace?: string; table?: string };
@@ -55,8 +55,9 @@ export function stringMap(value: unknown, field: string): Record<string, string>
   return value as Record<string, string>;
 }
 
-export async function requireNamespace(ex: Executor, prefix: string, key: string) {
-  const properties = await repo.getNamespace(ex, prefix, key);
+/** The namespace's properties, or a 404; `lock` as in {@link repo.getNamespace}. */
+export async function requireNamespace(ex: Executor, prefix: string, key: string, lock?: LockMode) {
+  const properties = await repo.getNamespace(ex, prefix, key, lock === undefined ? {} : { lock });
   if (properties === undefined) throw noSuchNamespace(key.split(SEPARATOR).join('.'));
   return properties;
 }

@@ -62,7 +62,7 @@ async function prepareCommit(
 ): Promise<PreparedCommit> {
   const key = id.namespace.join(SEPARATOR);
   const label = [...id.namespace, id.name].join('.');
-  const current = await repo.getEntity(tx, prefix, key, id.name, { lock: true });
+  const current = await repo.getEntity(tx, prefix, key, id.name, { lock: 'update' });
   const metadata = current?.kind === 'table' ? (current.metadata as TableMetadata) : undefined;
   checkRequirements(metadata, input.requirements);
   if (current === undefined || metadata === undefined) throw noSuchTable(label);

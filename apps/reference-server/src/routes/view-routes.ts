@@ -31,7 +31,8 @@ export const viewRoutes: FastifyPluginAsync<{ db: CatalogDatabase; warehouse: Wa
     entity: () => Promise<repo.NewEntity>,
   ) =>
     mutate(request, reply, db, async (tx) => {
-      await requireNamespace(tx, at.prefix, at.key);
+      // Share-locked until the view is in: a concurrent drop of the namespace waits, then finds it not empty.
+      await requireNamespace(tx, at.prefix, at.key, 'share');
       if ((await repo.getEntity(tx, at.prefix, at.key, at.name)) !== undefined) {
         throw alreadyExists(`View ${[...at.parts, at.name].join('.')}`);
       }
@@ -93,7 +94,7 @@ export const viewRoutes: FastifyPluginAsync<{ db: CatalogDatabase; warehouse: Wa
     // Read, checked and replaced in the transaction, the view's row locked: concurrent replacements that do
     // not conflict all land, and a retry of one that went through replays it.
     return mutate(request, reply, db, async (tx) => {
-      const current = await repo.getEntity(tx, prefix, key, name, { lock: true });
+      const current = await repo.getEntity(tx, prefix, key, name, { lock: 'update' });
       if (current === undefined || current.kind !== 'view') {
         if ((await repo.getNamespace(tx, prefix, key)) === undefined) throw noSuchNamespace(parts.join('.'));
         throw noSuchView([...parts, name].join('.'));
