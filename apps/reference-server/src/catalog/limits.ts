@@ -12,8 +12,16 @@ export const MAX_NAMESPACE_BYTES = 1020;
  */
 export const MAX_PREFIX_BYTES = 128;
 export const MAX_PRINCIPAL_CHARS = 126;
-/** A location or metadata-location: far below PATH_MAX (4096) once the catalog appends its own file names. */
+/**
+ * A location or metadata-location, as the local path it names (percent-escapes decoded): far below PATH_MAX
+ * (4096) once the catalog appends its own file names. Measured as a path, not as the text that names it: the
+ * catalog's own default locations are `file:` URLs whose escapes (`%C3%A9` for `é`, `%20` for a space) can take
+ * three times the bytes of the path, and must fit whatever the names (see warehouse.ts, which refuses a
+ * warehouse directory too long to leave room for the longest default location).
+ */
 export const MAX_LOCATION_BYTES = 2048;
+/** The text of a location: a path of MAX_LOCATION_BYTES, every byte percent-escaped, in a `file://` URL. */
+export const MAX_LOCATION_TEXT_BYTES = 3 * MAX_LOCATION_BYTES + 32;
 /** Nesting of a JSON request body. Real Iceberg schemas nest a few dozen levels; validating is recursive. */
 export const MAX_JSON_DEPTH = 128;
 /**
@@ -101,11 +109,22 @@ export function prefixProblem(prefix: string): string | undefined {
   return textProblem(prefix);
 }
 
-/** Why `location` cannot be a location (before it is resolved against the warehouse), or undefined. */
+/**
+ * Why `location` cannot be a location, as text (before it is decoded and resolved against the warehouse), or
+ * undefined. The path it names is checked once decoded: {@link localPathProblem}.
+ */
 export function locationProblem(location: string): string | undefined {
   if (location === '') return 'must not be empty';
-  if (bytes(location) > MAX_LOCATION_BYTES) return `must be at most ${MAX_LOCATION_BYTES} bytes in UTF-8`;
+  if (bytes(location) > MAX_LOCATION_TEXT_BYTES)
+    return `must be at most ${MAX_LOCATION_TEXT_BYTES} bytes in UTF-8`;
   return textProblem(location);
+}
+
+/** Why the local path a location names (escapes decoded) cannot be used, or undefined. */
+export function localPathProblem(path: string): string | undefined {
+  if (bytes(path) > MAX_LOCATION_BYTES)
+    return `must name a path of at most ${MAX_LOCATION_BYTES} bytes in UTF-8`;
+  return textProblem(path);
 }
 /** A raw (percent-encoded) path parameter: a namespace of MAX_NAMESPACE_BYTES takes up to 3 characters a byte. */
 export const MAX_PATH_PARAMETER_CHARS = 4096;

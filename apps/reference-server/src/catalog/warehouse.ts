@@ -1,9 +1,16 @@
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { mkdir, realpath, rm, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { badRequest } from '../errors.js';
 import { stringifyExactJson } from '../exact-json.js';
+import {
+  MAX_LOCATION_BYTES,
+  MAX_NAME_BYTES,
+  MAX_NAMESPACE_BYTES,
+  MAX_PREFIX_BYTES,
+  nameProblem,
+} from './limits.js';
 import { type ReadLimits, readJsonFile } from './metadata-file.js';
 import { confine, isWithin, localPath, outside } from './paths.js';
 
@@ -25,10 +32,18 @@ export interface WarehouseOptions extends ReadLimits {
 export interface Warehouse {
   /** The warehouse directory as a file: URL. */
   readonly url: string;
-  /** The default location of a table or view: `<warehouse>/<namespace levels>/<name>`. */
-  defaultLocation(namespace: readonly string[], name: string): string;
+  /**
+   * A new default location for a table or view: `<warehouse>/<prefix>/<namespace levels>/<name>/<uuid>`, the
+   * prefix `_` when there is none. Never one that another table or view has, or had: the catalog prefix keeps
+   * tenants apart, the namespace levels and the name keep it readable, and the UUID keeps it unique, across
+   * renames and re-creations, and between table `n.a` and the tables of namespace `n.a`. (A UUID directory
+   * rather than a `<name>-<uuid>` suffix: a name may be 255 bytes, all a directory name can hold.)
+   */
+  defaultLocation(prefix: string, namespace: readonly string[], name: string): string;
   /** Throw the 400/403 a location (`field` of the request) would meet, before anything is done with it. */
   check(location: string, field: string): Promise<void>;
+  /** The real path a location names inside the warehouse (the 400/403 of `check` otherwise). */
+  pathOf(location: string, field: string): Promise<string>;
   /**
    * Metadata as the JSON text the catalog writes and stores (longs as exact digits); a 400 when it is larger
    * than a metadata file may be (`maxBytes`) or than the database holds, before anything is written.
@@ -48,8 +63,30 @@ export interface Warehouse {
   removeFile(location: string): Promise<void>;
 }
 
+// The longest path a default location adds to the warehouse directory: a prefix (or its digest), the namespace
+// levels (their separators included), the name and a UUID, each after a `/`.
+const DEFAULT_LOCATION_BYTES = 1 + MAX_PREFIX_BYTES + 1 + MAX_NAMESPACE_BYTES + 1 + MAX_NAME_BYTES + 1 + 36;
+// What a metadata file adds to its table's location: `/metadata/00000-<uuid>.metadata.json`, with room for more
+// versions.
+const METADATA_FILE_BYTES = 128;
+
+/** The directory of a catalog prefix: the prefix itself when it can be one, `_` for none, else a digest. */
+function prefixDirectory(prefix: string): string {
+  if (prefix === '') return '_';
+  if (nameProblem(prefix) === undefined) return prefix;
+  // `..`, `a/b`: not a directory name. Any name will do (the UUID below keeps locations unique).
+  return `_${createHash('sha256').update(prefix).digest('hex').slice(0, 32)}`;
+}
+
 export async function openWarehouse(options: WarehouseOptions): Promise<Warehouse> {
   const directory = resolve(options.directory);
+  // Every name within its limits must make a default location within the location limit, metadata files
+  // included: a warehouse directory that leaves no room for them is refused, not found out by a 400 later.
+  const room = MAX_LOCATION_BYTES - DEFAULT_LOCATION_BYTES - METADATA_FILE_BYTES;
+  if (Buffer.byteLength(directory, 'utf8') > room)
+    throw new Error(
+      `WAREHOUSE ${directory} is ${Buffer.byteLength(directory, 'utf8')} bytes long; at most ${room} leave room for every default location (${MAX_LOCATION_BYTES} bytes)`,
+    );
   await mkdir(directory, { recursive: true });
   const root = { path: await realpath(directory), url: pathToFileURL(directory).href };
   const limits: ReadLimits = { maxBytes: options.maxBytes, timeoutMs: options.timeoutMs };
@@ -57,8 +94,10 @@ export async function openWarehouse(options: WarehouseOptions): Promise<Warehous
 
   return {
     url: root.url,
-    defaultLocation: (namespace, name) => pathToFileURL(join(directory, ...namespace, name)).href,
+    defaultLocation: (prefix, namespace, name) =>
+      pathToFileURL(join(directory, prefixDirectory(prefix), ...namespace, name, randomUUID())).href,
     check: async (location, field) => void (await confine(root, location, { field })),
+    pathOf: (location, field) => confine(root, location, { field }),
     encode(metadata) {
       // Longs as exact digits (never strings, never rounded), as Iceberg's own writers do.
       const text = stringifyExactJson(metadata);

@@ -143,7 +143,7 @@ export const catalogRoutes: FastifyPluginAsync<{ db: CatalogDatabase; warehouse:
     const name = input.name;
     const nowMs = Date.now();
     const location =
-      typeof input.location === 'string' ? input.location : warehouse.defaultLocation(parts, name);
+      typeof input.location === 'string' ? input.location : warehouse.defaultLocation(prefix, parts, name);
     const metadata = newTableMetadata(input, location, nowMs);
     if (input['stage-create'] === true) {
       // Staged: nothing is committed; the client commits later with assert-create.

@@ -55,7 +55,7 @@ export const viewRoutes: FastifyPluginAsync<{ db: CatalogDatabase; warehouse: Wa
       throw badRequest('name must be a non-empty string');
     const name = input.name;
     const location =
-      typeof input.location === 'string' ? input.location : warehouse.defaultLocation(parts, name);
+      typeof input.location === 'string' ? input.location : warehouse.defaultLocation(prefix, parts, name);
     const metadata = newViewMetadata(input, location, Date.now());
     return insertView(request, reply, { prefix, parts, key, name }, async () => {
       const text = warehouse.encode(metadata);
