@@ -8,6 +8,7 @@ import {
   type SqlStore,
   type SupportedDb,
   sqlRows,
+  sqlRun,
 } from '@idem/store-sql';
 import Database from 'better-sqlite3';
 import { sql } from 'drizzle-orm';
@@ -16,7 +17,7 @@ import { drizzle as mysqlDrizzle } from 'drizzle-orm/mysql2';
 import { drizzle as pgDrizzle } from 'drizzle-orm/node-postgres';
 import mysql from 'mysql2/promise';
 import pg from 'pg';
-import { catalogDdl, type Dialect } from './database/catalog-schema.js';
+import { addedColumns, catalogDdl, type Dialect } from './database/catalog-schema.js';
 import { type Executor, executorOn } from './database/executor.js';
 import { exclusive, serialized } from './database/serialized.js';
 
@@ -46,6 +47,27 @@ export interface CatalogDatabase extends Executor {
 /** A Drizzle database whose transactions the driver runs (PostgreSQL, MySQL pools). */
 interface PooledDb<Tx extends SupportedDb> {
   transaction<T>(body: (tx: Tx) => Promise<T>): Promise<T>;
+}
+
+/**
+ * Create the catalog's tables, and add the columns a database made by an older server lacks. Safe from many
+ * nodes at once: a column another node added first is there when looked at again.
+ */
+async function catalogSchema(db: SupportedDb, dialect: Dialect): Promise<void> {
+  await createIfMissing(db, catalogDdl(dialect));
+  const has = (table: string, column: string) =>
+    sqlRows(db, sql`SELECT ${sql.identifier(column)} FROM ${sql.identifier(table)} WHERE 1 = 0`).then(
+      () => true,
+      () => false,
+    );
+  for (const [table, column, type] of addedColumns(dialect)) {
+    if (await has(table, column)) continue;
+    try {
+      await sqlRun(db, sql.raw(`ALTER TABLE ${table} ADD COLUMN ${column} ${type}`));
+    } catch (error) {
+      if (!(await has(table, column))) throw error;
+    }
+  }
 }
 
 const utf8Bytes = (text: string) => Buffer.byteLength(text, 'utf8');
@@ -83,7 +105,7 @@ async function pooled<Tx extends SupportedDb>(
   close: () => Promise<void>,
 ): Promise<CatalogDatabase> {
   await ensureSchema(db, { dialect });
-  await createIfMissing(db, catalogDdl(dialect));
+  await catalogSchema(db, dialect);
   return {
     dialect,
     valueLimit: dialect === 'mysql' ? await mysqlValueLimit(db) : LARGE_VALUES,
@@ -101,7 +123,7 @@ async function openSqlite(file: string): Promise<CatalogDatabase> {
   connection.pragma('journal_mode = WAL');
   const db = sqliteDrizzle(connection);
   await ensureSchema(db, { dialect: 'sqlite' });
-  await createIfMissing(db, catalogDdl('sqlite'));
+  await catalogSchema(db, 'sqlite');
   const store = createSqlStore(db, { dialect: 'sqlite' });
   // One connection for the whole process: every statement and every transaction takes its turn, so that a
   // transaction's statements never interleave with another request's. Inside `transaction` the connection

@@ -201,6 +201,7 @@ describe('locations of tables and views stay inside the warehouse', () => {
           metadataLocation: `${location}/metadata/00000.metadata.json`,
           metadata: tableMetadata(location),
           text: JSON.stringify(tableMetadata(location)),
+          path: null,
         }),
       );
       const dropped = await call(node.url, 'DELETE', `/v1/namespaces/w/tables/${name}?purgeRequested=true`);

@@ -35,6 +35,13 @@ export function localPath(location: string, field: string): string {
   return resolve(path);
 }
 
+/** Every directory above `path` (absolute and normalised), nearest first, up to the root. */
+export function ancestorsOf(path: string): string[] {
+  const ancestors: string[] = [];
+  for (let at = path, up = dirname(at); up !== at; at = up, up = dirname(at)) ancestors.push(up);
+  return ancestors;
+}
+
 /** Whether `path` is `root` or below it (both absolute and normalised). */
 export const isWithin = (root: string, path: string) =>
   path === root || path.startsWith(root.endsWith(sep) ? root : root + sep);

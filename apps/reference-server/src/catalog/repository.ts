@@ -1,3 +1,4 @@
+import { sep } from 'node:path';
 import { sql } from 'drizzle-orm';
 import type { Executor, LockMode, Row } from '../db.js';
 import { parseExactJson, stringifyExactJson } from '../exact-json.js';
@@ -14,9 +15,13 @@ export interface Entity {
   readonly metadata: Record<string, unknown>;
 }
 
-/** An entity to store: its metadata also as the text the warehouse encoded (and checked the size of). */
+/**
+ * An entity to store: its metadata also as the text the warehouse encoded (and checked the size of), and the
+ * real path of its location in the warehouse (`Warehouse.pathOf`), which a purge checks others against.
+ */
 export interface NewEntity extends Entity {
   readonly text: string;
+  readonly path: string | null;
 }
 
 // MySQL returns VARBINARY columns as Buffers.
@@ -142,9 +147,9 @@ export async function insertEntity(
   entity: NewEntity,
 ) {
   await ex.run(
-    sql`INSERT INTO catalog_entities (prefix, namespace, name, kind, uuid, metadata_location, metadata)
+    sql`INSERT INTO catalog_entities (prefix, namespace, name, kind, uuid, metadata_location, metadata, location)
       VALUES (${prefix}, ${namespace}, ${name}, ${entity.kind}, ${uuidOf(entity)}, ${entity.metadataLocation},
-        ${entity.text})`,
+        ${entity.text}, ${entity.path})`,
   );
 }
 
@@ -171,7 +176,7 @@ export async function swapEntity(
 ): Promise<boolean> {
   const changed = await ex.run(
     sql`UPDATE catalog_entities SET uuid = ${uuidOf(entity)}, metadata_location = ${entity.metadataLocation},
-      metadata = ${entity.text}
+      metadata = ${entity.text}, location = ${entity.path}
       WHERE prefix = ${prefix} AND namespace = ${namespace} AND name = ${name} AND metadata_location = ${expectedLocation}`,
   );
   return changed === 1;
@@ -200,4 +205,45 @@ export async function renameEntity(
     sql`UPDATE catalog_entities SET namespace = ${to.namespace}, name = ${to.name}
       WHERE prefix = ${prefix} AND namespace = ${from.namespace} AND name = ${from.name} AND kind = ${kind}`,
   );
+}
+
+/** A table or view, by where it lives in the catalog. */
+export interface EntityName {
+  readonly prefix: string;
+  readonly namespace: string;
+  readonly name: string;
+}
+
+/**
+ * The tables and views, in every catalog prefix (they share the warehouse), whose location is the directory
+ * `path` (a real path), lies inside it or contains it (`ancestors`: every directory above `path`), and those
+ * whose location the catalog does not know (rows an older server wrote): what a purge of `path` could delete
+ * files of.
+ */
+export async function entitiesAround(
+  ex: Executor,
+  path: string,
+  ancestors: readonly string[],
+): Promise<EntityName[]> {
+  const below = path.endsWith(sep) ? path : path + sep;
+  const rows = await ex.rows(
+    sql`SELECT prefix, namespace, name, location FROM catalog_entities
+      WHERE location IS NULL OR location = ${path} OR location LIKE ${`${literal(below)}%`} ESCAPE '!'${
+        ancestors.length === 0
+          ? sql``
+          : sql` OR location IN (${sql.join(
+              ancestors.map((ancestor) => sql`${ancestor}`),
+              sql`, `,
+            )})`
+      }`,
+  );
+  return rows
+    .filter((row) => {
+      // SQLite's LIKE ignores the case of ASCII letters: decide exactly here.
+      const location = row.location === null ? null : text(row.location);
+      return (
+        location === null || location === path || location.startsWith(below) || ancestors.includes(location)
+      );
+    })
+    .map((row) => ({ prefix: text(row.prefix), namespace: text(row.namespace), name: text(row.name) }));
 }

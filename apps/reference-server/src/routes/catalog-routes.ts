@@ -1,4 +1,5 @@
 import type { FastifyPluginAsync, FastifyRequest } from 'fastify';
+import { ancestorsOf } from '../catalog/paths.js';
 import * as repo from '../catalog/repository.js';
 import { SEPARATOR } from '../catalog/repository.js';
 import { newTableMetadata } from '../catalog/table-metadata.js';
@@ -158,7 +159,8 @@ export const catalogRoutes: FastifyPluginAsync<{ db: CatalogDatabase; warehouse:
       // Written once the key is reserved: a retry that replays writes nothing.
       const text = warehouse.encode(metadata);
       const metadataLocation = await warehouse.writeMetadata(location, 0, text);
-      const entity = { kind: 'table' as const, metadataLocation, metadata, text };
+      const path = await warehouse.pathOf(location, 'location');
+      const entity = { kind: 'table' as const, metadataLocation, metadata, text, path };
       await repo.insertEntity(tx, prefix, key, name, entity);
       return { status: 200, body: loadResult(entity) };
     });
@@ -214,14 +216,23 @@ export const catalogRoutes: FastifyPluginAsync<{ db: CatalogDatabase; warehouse:
       reply,
       db,
       async (tx) => {
-        const entity = await repo.getEntity(tx, prefix, key, table);
+        location = undefined;
+        const entity = await repo.getEntity(tx, prefix, key, table, { lock: 'update' });
         if (entity === undefined || entity.kind !== 'table') throw noSuchTable([...parts, table].join('.'));
-        if (purge) {
-          // Refused before anything is dropped: a location outside the warehouse, or the warehouse itself.
-          location = String(entity.metadata.location);
-          await warehouse.check(location, 'the table location');
-        }
         await repo.deleteEntity(tx, prefix, key, table, 'table');
+        if (!purge) return { status: 204 };
+        // Refused before anything is dropped: a location outside the warehouse, or the warehouse itself.
+        const path = await warehouse.pathOf(String(entity.metadata.location), 'the table location');
+        // Never a directory that holds, or lies inside, the location of a table or view still in the catalog
+        // (in any prefix): placed there by a client, or registered twice. The table is dropped all the same
+        // (the spec's answer is 204, and a 409 would tell of another tenant's table); its files stay, logged.
+        const others = await repo.entitiesAround(tx, path, ancestorsOf(path));
+        if (others.length === 0) location = String(entity.metadata.location);
+        else
+          request.log.warn(
+            { path, others: others.slice(0, 10), count: others.length },
+            'purge skipped: the location holds or lies inside the location of a live table or view',
+          );
         return { status: 204 };
       },
       // The drop has committed: a purge that fails now is logged, and the answer stays 204.
@@ -238,11 +249,12 @@ export const catalogRoutes: FastifyPluginAsync<{ db: CatalogDatabase; warehouse:
     const { prefix, parts, key } = namespaceOf(request);
     const { name, metadataLocation, overwrite, read } = registration(request, warehouse, 'table');
     return mutate(request, reply, db, async (tx) => {
-      const metadata = await read();
+      const { metadata, path } = await read();
       await requireNamespace(tx, prefix, key, 'share');
       // Locked: an overwrite replaces exactly the table it found.
       const existing = await repo.getEntity(tx, prefix, key, name, { lock: 'update' });
-      const entity = { kind: 'table' as const, metadataLocation, metadata, text: warehouse.encode(metadata) };
+      const text = warehouse.encode(metadata);
+      const entity = { kind: 'table' as const, metadataLocation, metadata, text, path };
       // Tables and views share names; `overwrite` replaces a table, never a view (its row would hold table
       // metadata under kind 'view').
       if (existing?.kind === 'view') throw alreadyExists(`View ${[...parts, name].join('.')}`);

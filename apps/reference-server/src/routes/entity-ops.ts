@@ -63,8 +63,11 @@ export function registration(request: FastifyRequest, warehouse: Warehouse, kind
         throw badRequest(`metadata-location does not hold Iceberg ${kind} metadata: ${problem}`);
       const metadata =
         kind === 'table' ? registeredTableMetadata(document) : registeredViewMetadata(document);
-      await warehouse.check(String(metadata.location), 'the location of the registered metadata');
-      return metadata;
+      const path = await warehouse.pathOf(
+        String(metadata.location),
+        'the location of the registered metadata',
+      );
+      return { metadata, path };
     },
   };
 }

@@ -35,6 +35,8 @@ interface PreparedCommit {
 /** A commit whose new metadata file is written: only the pointer is left to move. */
 interface WrittenCommit extends PreparedCommit {
   readonly metadataLocation: string;
+  /** The real path of the table's location (see repo.NewEntity). */
+  readonly path: string;
 }
 
 /** The version of a metadata file, from its name (`00042-<uuid>.metadata.json` → 42), as Iceberg reads it. */
@@ -128,7 +130,8 @@ async function commit(
           change.version,
           texts[i] as string,
         );
-        written.push({ ...change, metadataLocation });
+        const path = await warehouse.pathOf(change.next.location, 'location');
+        written.push({ ...change, metadataLocation, path });
       }
       for (const [i, change] of written.entries()) {
         // Locked above: the pointer is still where the requirements were checked.
@@ -137,6 +140,7 @@ async function commit(
           metadataLocation: change.metadataLocation,
           metadata: change.next,
           text: texts[i] as string,
+          path: change.path,
         });
         if (!swapped) throw new ConcurrentChange(change.label);
       }

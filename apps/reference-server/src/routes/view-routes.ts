@@ -59,11 +59,13 @@ export const viewRoutes: FastifyPluginAsync<{ db: CatalogDatabase; warehouse: Wa
     const metadata = newViewMetadata(input, location, Date.now());
     return insertView(request, reply, { prefix, parts, key, name }, async () => {
       const text = warehouse.encode(metadata);
+      const metadataLocation = await warehouse.writeMetadata(location, 0, text);
       return {
         kind: 'view',
-        metadataLocation: await warehouse.writeMetadata(location, 0, text),
+        metadataLocation,
         metadata,
         text,
+        path: await warehouse.pathOf(location, 'location'),
       };
     });
   });
@@ -108,7 +110,8 @@ export const viewRoutes: FastifyPluginAsync<{ db: CatalogDatabase; warehouse: Wa
         metadata['version-log'].length,
         text,
       );
-      const entity = { kind: 'view' as const, metadataLocation, metadata: next, text };
+      const path = await warehouse.pathOf(next.location, 'location');
+      const entity = { kind: 'view' as const, metadataLocation, metadata: next, text, path };
       if (!(await repo.swapEntity(tx, prefix, key, name, current.metadataLocation, entity))) {
         throw commitFailed('the view changed concurrently; refresh and retry');
       }
@@ -132,8 +135,8 @@ export const viewRoutes: FastifyPluginAsync<{ db: CatalogDatabase; warehouse: Wa
     const { prefix, parts, key } = namespaceOf(request);
     const { name, metadataLocation, read } = registration(request, warehouse, 'view');
     return insertView(request, reply, { prefix, parts, key, name }, async () => {
-      const metadata = await read();
-      return { kind: 'view', metadataLocation, metadata, text: warehouse.encode(metadata) };
+      const { metadata, path } = await read();
+      return { kind: 'view', metadataLocation, metadata, text: warehouse.encode(metadata), path };
     });
   });
 };
