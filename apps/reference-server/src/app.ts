@@ -81,7 +81,7 @@ export async function buildApp(config: ServerConfig, db: CatalogDatabase): Promi
 
   // Before the idempotency plugin: its preHandler runs after this one.
   guardLocations(app, warehouse);
-  if (config.idempotency.enabled) await registerIdempotency(app, config, db);
+  if (config.idempotency.enabled) await registerIdempotency(app, config, db, warehouse);
   startRecordPurge(app, config, db);
 
   app.get('/v1/config', async () => ({
