@@ -204,16 +204,24 @@ describe('transactions/commit', () => {
     expect(metadataFiles()).toEqual(before);
   });
 
-  test(`more than ${MAX_TABLE_CHANGES} table changes: 400 before the key is taken`, async () => {
-    const key = newKey();
-    const answer = await call(node.url, 'POST', '/v1/transactions/commit', {
-      key,
-      body: { 'table-changes': Array.from({ length: MAX_TABLE_CHANGES + 1 }, (_, i) => change(`t${i}`)) },
-    });
-    expect(answer.status, answer.text).toBe(400);
-    expect(answer.json().error.message).toMatch(`at most ${MAX_TABLE_CHANGES} changes`);
-    expect(await idempotencyRecords(node, key)).toBe(0);
-  });
+  test.each([
+    ['different tables', (i: number) => `t${i}`, MAX_TABLE_CHANGES + 1],
+    ['one table, thousands of times (one small request once wrote a file per naming)', () => 't', 5000],
+  ])(
+    `more than ${MAX_TABLE_CHANGES} table changes, %s: 400 before the key is taken`,
+    async (_label, name, count) => {
+      const before = metadataFiles();
+      const key = newKey();
+      const answer = await call(node.url, 'POST', '/v1/transactions/commit', {
+        key,
+        body: { 'table-changes': Array.from({ length: count }, (_, i) => change(name(i))) },
+      });
+      expect(answer.status, answer.text).toBe(400);
+      expect(answer.json().error.message).toMatch(`at most ${MAX_TABLE_CHANGES} changes`);
+      expect(await idempotencyRecords(node, key)).toBe(0);
+      expect(metadataFiles()).toEqual(before);
+    },
+  );
 
   test('every change is checked before any file is written: a failed requirement on the last leaves none', async () => {
     await call(node.url, 'POST', '/v1/namespaces/n/tables', { body: { name: 'a', schema } });
