@@ -75,12 +75,19 @@ const utf8Bytes = (text: string) => Buffer.byteLength(text, 'utf8');
 // A text column holds up to 1 GB on PostgreSQL, and SQLite's default SQLITE_MAX_LENGTH is 10^9 bytes.
 const LARGE_VALUES: ValueLimit = { maxBytes: 1_000_000_000 - 1024 * 1024, bytesOf: utf8Bytes };
 
-// Room in a MySQL packet for the rest of the statement: its SQL, names and locations (a location is at most
-// MAX_LOCAL_PATH_BYTES, percent-encoded up to three characters a byte).
+// Room in a MySQL packet for the rest of the statement: its SQL, names and locations (a location's text is at
+// most MAX_LOCATION_TEXT_BYTES).
 const PACKET_MARGIN_BYTES = 64 * 1024;
-// What mysql2 escapes when it puts a string into a statement (sqlstring): each becomes two bytes.
-// biome-ignore lint/suspicious/noControlCharactersInRegex: the characters mysql2 escapes include controls.
-const MYSQL_ESCAPED = /[\u0000\b\t\n\r\u001a"'\\]/g;
+// What mysql2 escapes when it puts a string into a statement (sqlstring: NUL, \b, \t, \n, \r, ^Z, quotes and
+// backslash): each takes two bytes.
+const MYSQL_ESCAPED = new Set([0x00, 0x08, 0x09, 0x0a, 0x0d, 0x1a, 0x22, 0x27, 0x5c]);
+
+/** The bytes `text` takes in a statement mysql2 formats. Counted, not matched: a match array of 8M quotes. */
+function mysqlBytes(text: string): number {
+  let escaped = 0;
+  for (let i = 0; i < text.length; i++) if (MYSQL_ESCAPED.has(text.charCodeAt(i))) escaped++;
+  return utf8Bytes(text) + escaped;
+}
 
 /**
  * MySQL refuses a statement larger than `max_allowed_packet` (ER_NET_PACKET_TOO_LARGE, and drops the
@@ -93,7 +100,7 @@ async function mysqlValueLimit(db: SupportedDb): Promise<ValueLimit> {
     throw new Error(`unexpected max_allowed_packet ${String(row?.packet)} from the server`);
   return {
     maxBytes: packet - PACKET_MARGIN_BYTES,
-    bytesOf: (text) => utf8Bytes(text) + (text.match(MYSQL_ESCAPED)?.length ?? 0),
+    bytesOf: mysqlBytes,
   };
 }
 

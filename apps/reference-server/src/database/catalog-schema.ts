@@ -10,8 +10,6 @@ export type Dialect = 'sqlite' | 'postgres' | 'mysql';
  * and utf8mb4 (not MySQL's 3-byte utf8) holds emoji. `utf8mb4_bin` compares them exactly, as names are.
  */
 export function catalogDdl(dialect: Dialect): string[] {
-  // `location`: the real path of the entity's location inside the warehouse, for the purge's overlap check
-  // (NULL in rows an older server wrote: see addedColumns).
   // MySQL caps a primary key at 3072 bytes: prefix 255 + namespace 1020 + name 1020 bytes fit.
   const prefix = dialect === 'mysql' ? 'varbinary(255)' : dialect === 'postgres' ? 'varchar(255)' : 'text';
   const name = dialect === 'mysql' ? 'varbinary(1020)' : dialect === 'postgres' ? 'varchar(255)' : 'text';
@@ -22,6 +20,8 @@ export function catalogDdl(dialect: Dialect): string[] {
     `CREATE TABLE IF NOT EXISTS catalog_namespaces (
       prefix ${prefix} NOT NULL, namespace ${path} NOT NULL, properties ${text} NOT NULL,
       PRIMARY KEY (prefix, namespace))`,
+    // `location`: the real path of the entity's location in the warehouse, which a purge checks its directory
+    // against (NULL in rows an older server wrote: see addedColumns).
     `CREATE TABLE IF NOT EXISTS catalog_entities (
       prefix ${prefix} NOT NULL, namespace ${path} NOT NULL, name ${name} NOT NULL, kind varchar(8)${utf8} NOT NULL,
       uuid varchar(64)${utf8} NOT NULL, metadata_location ${text} NOT NULL, metadata ${text} NOT NULL,
