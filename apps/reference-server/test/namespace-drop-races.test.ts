@@ -23,7 +23,7 @@ for (const backend of backends) {
     });
 
     test('nothing outlives its namespace', async () => {
-      for (let i = 0; i < 50; i++) {
+      for (let i = 0; i < 30; i++) {
         await Promise.all(
           [`t${i}`, `v${i}`, `p${i}`, `m${i}`].map((ns) =>
             call(node.url, 'POST', '/v1/namespaces', { body: { namespace: [ns] } }),
