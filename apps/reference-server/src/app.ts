@@ -35,6 +35,7 @@ export async function buildApp(config: ServerConfig, db: CatalogDatabase): Promi
     directory: config.warehouse,
     maxBytes: config.metadataFiles.maxBytes,
     timeoutMs: config.metadataFiles.readTimeoutMs,
+    column: db.valueLimit,
   });
   const app = Fastify({
     logger: loggerOptions(config),
@@ -84,7 +85,8 @@ export async function buildApp(config: ServerConfig, db: CatalogDatabase): Promi
 
   // Before the idempotency plugin: its preHandler runs after this one.
   guardLocations(app, warehouse);
-  if (config.idempotency.enabled) await registerIdempotency(app, config, db, observability.onEvent);
+  if (config.idempotency.enabled)
+    await registerIdempotency(app, config, db, warehouse, observability.onEvent);
   startRecordPurge(app, config, db, observability.onEvent);
 
   app.get('/v1/config', async () => ({

@@ -51,6 +51,9 @@ const KINDS: Record<string, DatabaseErrorKind> = {
   ER_QUERY_INTERRUPTED: 'unavailable',
   ER_CLIENT_INTERACTION_TIMEOUT: 'unavailable',
   ER_DUP_ENTRY: 'conflict',
+  // A statement larger than max_allowed_packet. Its SQLSTATE is 08S01 (a communication error, and the server
+  // drops the connection), but no retry of the same value can succeed: it is the value's fault, not an outage.
+  ER_NET_PACKET_TOO_LARGE: 'input',
   ER_DATA_TOO_LONG: 'input',
   ER_TRUNCATED_WRONG_VALUE_FOR_FIELD: 'input',
   ER_WARN_DATA_OUT_OF_RANGE: 'input',

@@ -7,6 +7,8 @@ import {
   ensureSchema,
   type SqlStore,
   type SupportedDb,
+  sqlRows,
+  sqlRun,
 } from '@idem/store-sql';
 import Database from 'better-sqlite3';
 import { sql } from 'drizzle-orm';
@@ -15,15 +17,25 @@ import { drizzle as mysqlDrizzle } from 'drizzle-orm/mysql2';
 import { drizzle as pgDrizzle } from 'drizzle-orm/node-postgres';
 import mysql from 'mysql2/promise';
 import pg from 'pg';
-import { catalogDdl, type Dialect } from './database/catalog-schema.js';
+import { addedColumns, catalogDdl, type Dialect } from './database/catalog-schema.js';
 import { type Executor, executorOn } from './database/executor.js';
 import { exclusive, serialized } from './database/serialized.js';
 
-export type { Executor, Row } from './database/executor.js';
+export type { Executor, LockMode, Row } from './database/executor.js';
+
+/**
+ * The largest text value (a table's metadata) one statement carries to the database, and how the driver counts
+ * a text's bytes on the way: a value past it is the caller's error, refused before anything is written.
+ */
+export interface ValueLimit {
+  readonly maxBytes: number;
+  bytesOf(text: string): number;
+}
 
 /** The catalog's database: its statements, its transactions, and the idempotency store on the same database. */
 export interface CatalogDatabase extends Executor {
   readonly dialect: Dialect;
+  readonly valueLimit: ValueLimit;
   /** The idempotency store over the same database. */
   readonly store: IdempotencyStore;
   /** Run `body` in one transaction: commit when it resolves, roll back when it throws. */
@@ -37,6 +49,61 @@ interface PooledDb<Tx extends SupportedDb> {
   transaction<T>(body: (tx: Tx) => Promise<T>): Promise<T>;
 }
 
+/**
+ * Create the catalog's tables, and add the columns a database made by an older server lacks. Safe from many
+ * nodes at once: a column another node added first is there when looked at again.
+ */
+async function catalogSchema(db: SupportedDb, dialect: Dialect): Promise<void> {
+  await createIfMissing(db, catalogDdl(dialect));
+  const has = (table: string, column: string) =>
+    sqlRows(db, sql`SELECT ${sql.identifier(column)} FROM ${sql.identifier(table)} WHERE 1 = 0`).then(
+      () => true,
+      () => false,
+    );
+  for (const [table, column, type] of addedColumns(dialect)) {
+    if (await has(table, column)) continue;
+    try {
+      await sqlRun(db, sql.raw(`ALTER TABLE ${table} ADD COLUMN ${column} ${type}`));
+    } catch (error) {
+      if (!(await has(table, column))) throw error;
+    }
+  }
+}
+
+const utf8Bytes = (text: string) => Buffer.byteLength(text, 'utf8');
+
+// A text column holds up to 1 GB on PostgreSQL, and SQLite's default SQLITE_MAX_LENGTH is 10^9 bytes.
+const LARGE_VALUES: ValueLimit = { maxBytes: 1_000_000_000 - 1024 * 1024, bytesOf: utf8Bytes };
+
+// Room in a MySQL packet for the rest of the statement: its SQL, names and locations (a location's text is at
+// most MAX_LOCATION_TEXT_BYTES).
+const PACKET_MARGIN_BYTES = 64 * 1024;
+// What mysql2 escapes when it puts a string into a statement (sqlstring: NUL, \b, \t, \n, \r, ^Z, quotes and
+// backslash): each takes two bytes.
+const MYSQL_ESCAPED = new Set([0x00, 0x08, 0x09, 0x0a, 0x0d, 0x1a, 0x22, 0x27, 0x5c]);
+
+/** The bytes `text` takes in a statement mysql2 formats. Counted, not matched: a match array of 8M quotes. */
+function mysqlBytes(text: string): number {
+  let escaped = 0;
+  for (let i = 0; i < text.length; i++) if (MYSQL_ESCAPED.has(text.charCodeAt(i))) escaped++;
+  return utf8Bytes(text) + escaped;
+}
+
+/**
+ * MySQL refuses a statement larger than `max_allowed_packet` (ER_NET_PACKET_TOO_LARGE, and drops the
+ * connection): read it once, and count a value as mysql2 sends it, escapes included (JSON is full of quotes).
+ */
+async function mysqlValueLimit(db: SupportedDb): Promise<ValueLimit> {
+  const [row] = await sqlRows(db, sql`SELECT @@max_allowed_packet AS packet`);
+  const packet = Number(row?.packet);
+  if (!Number.isSafeInteger(packet) || packet <= PACKET_MARGIN_BYTES)
+    throw new Error(`unexpected max_allowed_packet ${String(row?.packet)} from the server`);
+  return {
+    maxBytes: packet - PACKET_MARGIN_BYTES,
+    bytesOf: mysqlBytes,
+  };
+}
+
 /** A CatalogDatabase over a pooled server database: each transaction on one of the pool's connections. */
 async function pooled<Tx extends SupportedDb>(
   dialect: 'postgres' | 'mysql',
@@ -45,13 +112,14 @@ async function pooled<Tx extends SupportedDb>(
   close: () => Promise<void>,
 ): Promise<CatalogDatabase> {
   await ensureSchema(db, { dialect });
-  await createIfMissing(db, catalogDdl(dialect));
+  await catalogSchema(db, dialect);
   return {
     dialect,
+    valueLimit: dialect === 'mysql' ? await mysqlValueLimit(db) : LARGE_VALUES,
     store,
-    ...executorOn(db, store, true),
-    transaction: (body) => db.transaction((tx) => body(executorOn(tx, store.inTransaction(tx), true))),
-    ping: async () => void (await executorOn(db, store, true).rows(sql`SELECT 1`)),
+    ...executorOn(db, store, dialect),
+    transaction: (body) => db.transaction((tx) => body(executorOn(tx, store.inTransaction(tx), dialect))),
+    ping: async () => void (await executorOn(db, store, dialect).rows(sql`SELECT 1`)),
     close,
   };
 }
@@ -62,16 +130,17 @@ async function openSqlite(file: string): Promise<CatalogDatabase> {
   connection.pragma('journal_mode = WAL');
   const db = sqliteDrizzle(connection);
   await ensureSchema(db, { dialect: 'sqlite' });
-  await createIfMissing(db, catalogDdl('sqlite'));
+  await catalogSchema(db, 'sqlite');
   const store = createSqlStore(db, { dialect: 'sqlite' });
   // One connection for the whole process: every statement and every transaction takes its turn, so that a
   // transaction's statements never interleave with another request's. Inside `transaction` the connection
   // itself is in the transaction (BEGIN IMMEDIATE), so the synchronous transactional finalize runs on it.
   const turn = exclusive();
-  const direct = executorOn(db, store.inTransaction(db), false);
+  const direct = executorOn(db, store.inTransaction(db), 'sqlite');
   return {
     dialect: 'sqlite',
-    locksRows: false,
+    valueLimit: LARGE_VALUES,
+    lock: direct.lock,
     // The coordinator's own store calls take their turn too, or they could land inside an open transaction.
     store: serialized(store, turn),
     rows: (statement) => turn(() => direct.rows(statement)),

@@ -100,6 +100,13 @@ for (const backend of backends) {
         const pool = mysql.createPool({ uri: MYSQL_URL, connectionLimit: 1 });
         const db = mysqlDrizzle(pool);
         expect(answer(await thrown(() => db.execute(sql`SELEC 1`)))).toEqual(INTERNAL);
+        // Past max_allowed_packet (SQLSTATE 08S01, a "communication error"): the value's fault, never a 503.
+        const [row] = (await pool.query('SELECT @@max_allowed_packet AS packet'))[0] as { packet: number }[];
+        const big = 'x'.repeat(Number(row?.packet) + 1);
+        expect(answer(await thrown(() => db.execute(sql`SELECT ${big} AS x`)))).toEqual({
+          code: 400,
+          type: 'BadRequestException',
+        });
         expect(answer(await thrown(() => db.execute(sql`KILL CONNECTION_ID()`)))).toEqual(UNAVAILABLE);
         await pool.end();
       }

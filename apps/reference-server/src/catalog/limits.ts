@@ -12,8 +12,16 @@ export const MAX_NAMESPACE_BYTES = 1020;
  */
 export const MAX_PREFIX_BYTES = 128;
 export const MAX_PRINCIPAL_CHARS = 126;
-/** A location or metadata-location: far below PATH_MAX (4096) once the catalog appends its own file names. */
+/**
+ * A location or metadata-location, as the local path it names (percent-escapes decoded): far below PATH_MAX
+ * (4096) once the catalog appends its own file names. Measured as a path, not as the text that names it: the
+ * catalog's own default locations are `file:` URLs whose escapes (`%C3%A9` for `é`, `%20` for a space) can take
+ * three times the bytes of the path, and must fit whatever the names (see warehouse.ts, which refuses a
+ * warehouse directory too long to leave room for the longest default location).
+ */
 export const MAX_LOCATION_BYTES = 2048;
+/** The text of a location: a path of MAX_LOCATION_BYTES, every byte percent-escaped, in a `file://` URL. */
+export const MAX_LOCATION_TEXT_BYTES = 3 * MAX_LOCATION_BYTES + 32;
 /** Nesting of a JSON request body. Real Iceberg schemas nest a few dozen levels; validating is recursive. */
 export const MAX_JSON_DEPTH = 128;
 /**
@@ -24,6 +32,26 @@ export const MAX_JSON_DEPTH = 128;
 export const MAX_STORED_JSON_DEPTH = 1024;
 /** A request body. */
 export const MAX_BODY_BYTES = 1024 * 1024;
+/**
+ * Updates in one table's or view's commit (each table change of a transaction counts on its own). Iceberg's
+ * clients send a handful; a body of thousands would only make the catalog rewrite and re-check a table for
+ * nothing.
+ */
+export const MAX_UPDATES_PER_COMMIT = 1000;
+/**
+ * Table changes in one `transactions/commit`: each is a table read locked, checked and written in one database
+ * transaction, and answered only when all are in.
+ */
+export const MAX_TABLE_CHANGES = 100;
+/**
+ * What a table keeps of each kind (schemas, partition specs, sort orders) and a view of its versions and
+ * schemas. Far above what schema evolution makes (Iceberg's own writers keep them all); a bound so that one
+ * table's metadata, which every commit copies and rewrites, cannot grow without end.
+ */
+export const MAX_SCHEMAS = 10_000;
+export const MAX_PARTITION_SPECS = 10_000;
+export const MAX_SORT_ORDERS = 10_000;
+export const MAX_VIEW_VERSIONS = 10_000;
 /** The spec's `format: int64` (Iceberg's `long`: snapshot ids, sequence numbers, row ids, timestamps). */
 export const INT64_MIN = -(2n ** 63n);
 export const INT64_MAX = 2n ** 63n - 1n;
@@ -81,11 +109,22 @@ export function prefixProblem(prefix: string): string | undefined {
   return textProblem(prefix);
 }
 
-/** Why `location` cannot be a location (before it is resolved against the warehouse), or undefined. */
+/**
+ * Why `location` cannot be a location, as text (before it is decoded and resolved against the warehouse), or
+ * undefined. The path it names is checked once decoded: {@link localPathProblem}.
+ */
 export function locationProblem(location: string): string | undefined {
   if (location === '') return 'must not be empty';
-  if (bytes(location) > MAX_LOCATION_BYTES) return `must be at most ${MAX_LOCATION_BYTES} bytes in UTF-8`;
+  if (bytes(location) > MAX_LOCATION_TEXT_BYTES)
+    return `must be at most ${MAX_LOCATION_TEXT_BYTES} bytes in UTF-8`;
   return textProblem(location);
+}
+
+/** Why the local path a location names (escapes decoded) cannot be used, or undefined. */
+export function localPathProblem(path: string): string | undefined {
+  if (bytes(path) > MAX_LOCATION_BYTES)
+    return `must name a path of at most ${MAX_LOCATION_BYTES} bytes in UTF-8`;
+  return textProblem(path);
 }
 /** A raw (percent-encoded) path parameter: a namespace of MAX_NAMESPACE_BYTES takes up to 3 characters a byte. */
 export const MAX_PATH_PARAMETER_CHARS = 4096;

@@ -2,7 +2,7 @@ import { realpath } from 'node:fs/promises';
 import { basename, dirname, isAbsolute, join, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { badRequest, IcebergError } from '../errors.js';
-import { locationProblem } from './limits.js';
+import { localPathProblem, locationProblem } from './limits.js';
 
 /**
  * The local path a client's location names: a `file:` URL (no host) or an absolute path, normalised (`.`,
@@ -26,12 +26,20 @@ export function localPath(location: string, field: string): string {
     } catch {
       throw badRequest(`${field} is not a local file: URL (file:///absolute/path)`);
     }
-    // Decoding may have revealed a control character (%00) that the check above could not see.
-    const decoded = locationProblem(path);
-    if (decoded !== undefined) throw badRequest(`${field} ${decoded}`);
   }
   if (!isAbsolute(path)) throw badRequest(`${field} must be an absolute path or a file: URL`);
+  // Decoding may have revealed a control character (%00) that the check above could not see; the length
+  // limit is the path's, which the filesystem sees.
+  const decoded = localPathProblem(path);
+  if (decoded !== undefined) throw badRequest(`${field} ${decoded}`);
   return resolve(path);
+}
+
+/** Every directory above `path` (absolute and normalised), nearest first, up to the root. */
+export function ancestorsOf(path: string): string[] {
+  const ancestors: string[] = [];
+  for (let at = path, up = dirname(at); up !== at; at = up, up = dirname(at)) ancestors.push(up);
+  return ancestors;
 }
 
 /** Whether `path` is `root` or below it (both absolute and normalised). */

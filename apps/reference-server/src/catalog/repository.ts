@@ -1,5 +1,6 @@
+import { sep } from 'node:path';
 import { sql } from 'drizzle-orm';
-import type { Executor, Row } from '../db.js';
+import type { Executor, LockMode, Row } from '../db.js';
 import { parseExactJson, stringifyExactJson } from '../exact-json.js';
 import { MAX_STORED_JSON_DEPTH } from './limits.js';
 
@@ -14,12 +15,20 @@ export interface Entity {
   readonly metadata: Record<string, unknown>;
 }
 
+/**
+ * An entity to store: its metadata also as the text the warehouse encoded (and checked the size of), and the
+ * real path of its location in the warehouse (`Warehouse.pathOf`), which a purge checks others against.
+ */
+export interface NewEntity extends Entity {
+  readonly text: string;
+  readonly path: string | null;
+}
+
 // MySQL returns VARBINARY columns as Buffers.
 const text = (value: unknown): string => (Buffer.isBuffer(value) ? value.toString('utf8') : String(value));
 
 // Metadata is stored as JSON text, its longs as exact digits (a bigint past 2^53), and read back the same way.
 const fromColumn = (value: unknown) => parseExactJson(text(value), { maxDepth: MAX_STORED_JSON_DEPTH });
-const toColumn = (value: object) => stringifyExactJson(value);
 
 const toEntity = (row: Row): Entity => ({
   kind: text(row.kind) as EntityKind,
@@ -27,9 +36,22 @@ const toEntity = (row: Row): Entity => ({
   metadata: fromColumn(row.metadata) as Record<string, unknown>,
 });
 
-export async function getNamespace(ex: Executor, prefix: string, namespace: string) {
+/**
+ * The namespace's properties, or undefined when it does not exist. With `lock`, inside a transaction, its row
+ * stays locked until the transaction ends: `share` where the namespace must go on existing while something is
+ * made in it (a table, a view, a child namespace), `update` where it is changed or dropped. A drop and a create
+ * in it then take turns, and each sees what the other committed.
+ */
+export async function getNamespace(
+  ex: Executor,
+  prefix: string,
+  namespace: string,
+  options: { readonly lock?: LockMode } = {},
+) {
   const [row] = await ex.rows(
-    sql`SELECT properties FROM catalog_namespaces WHERE prefix = ${prefix} AND namespace = ${namespace}`,
+    sql`SELECT properties FROM catalog_namespaces WHERE prefix = ${prefix} AND namespace = ${namespace}${
+      options.lock === undefined ? sql`` : ex.lock(options.lock)
+    }`,
   );
   return row === undefined ? undefined : (fromColumn(row.properties) as Record<string, string>);
 }
@@ -43,7 +65,7 @@ export async function listNamespaces(ex: Executor, prefix: string): Promise<stri
 
 export async function insertNamespace(ex: Executor, prefix: string, namespace: string, properties: object) {
   await ex.run(
-    sql`INSERT INTO catalog_namespaces (prefix, namespace, properties) VALUES (${prefix}, ${namespace}, ${toColumn(properties)})`,
+    sql`INSERT INTO catalog_namespaces (prefix, namespace, properties) VALUES (${prefix}, ${namespace}, ${stringifyExactJson(properties)})`,
   );
 }
 
@@ -54,7 +76,7 @@ export async function setNamespaceProperties(
   properties: object,
 ) {
   return ex.run(
-    sql`UPDATE catalog_namespaces SET properties = ${toColumn(properties)} WHERE prefix = ${prefix} AND namespace = ${namespace}`,
+    sql`UPDATE catalog_namespaces SET properties = ${stringifyExactJson(properties)} WHERE prefix = ${prefix} AND namespace = ${namespace}`,
   );
 }
 
@@ -62,32 +84,44 @@ export async function deleteNamespace(ex: Executor, prefix: string, namespace: s
   return ex.run(sql`DELETE FROM catalog_namespaces WHERE prefix = ${prefix} AND namespace = ${namespace}`);
 }
 
-/** Whether anything lives in the namespace: entities, or child namespaces. */
+/** `text` as a LIKE pattern that matches it literally (with `ESCAPE '!'`). */
+const literal = (text: string) => text.replace(/[!%_]/g, (c) => `!${c}`);
+
+/**
+ * Whether anything lives in the namespace: entities, or child namespaces. Called by a drop holding the
+ * namespace's row locked (`update`): both reads lock what they find (`share`), which on MySQL also makes them
+ * read the latest committed rows rather than the transaction's snapshot, taken before the lock was granted.
+ */
 export async function namespaceIsEmpty(ex: Executor, prefix: string, namespace: string): Promise<boolean> {
   const entities = await ex.rows(
-    sql`SELECT 1 FROM catalog_entities WHERE prefix = ${prefix} AND namespace = ${namespace} LIMIT 1`,
+    sql`SELECT 1 FROM catalog_entities WHERE prefix = ${prefix} AND namespace = ${namespace} LIMIT 1${ex.lock('share')}`,
   );
   if (entities.length > 0) return false;
-  const children = (await listNamespaces(ex, prefix)).filter((n) => n.startsWith(namespace + SEPARATOR));
-  return children.length === 0;
+  // Children only (not every namespace of the prefix, some of which another drop may hold): LIKE narrows them
+  // down, and startsWith decides, since SQLite's LIKE ignores the case of ASCII letters.
+  const children = await ex.rows(
+    sql`SELECT namespace FROM catalog_namespaces
+      WHERE prefix = ${prefix} AND namespace LIKE ${`${literal(namespace + SEPARATOR)}%`} ESCAPE '!'${ex.lock('share')}`,
+  );
+  return !children.some((row) => text(row.namespace).startsWith(namespace + SEPARATOR));
 }
 
 /**
  * The entity named `name` in the namespace. With `lock`, inside a transaction, its row stays locked until the
- * transaction ends (`FOR UPDATE`; SQLite's transactions hold the whole database anyway), so that what is read
- * is what the transaction changes.
+ * transaction ends (`update`; SQLite's transactions hold the whole database anyway), so that what is read is
+ * what the transaction changes.
  */
 export async function getEntity(
   ex: Executor,
   prefix: string,
   namespace: string,
   name: string,
-  options: { readonly lock?: boolean } = {},
+  options: { readonly lock?: LockMode } = {},
 ): Promise<Entity | undefined> {
   const [row] = await ex.rows(
     sql`SELECT kind, metadata_location, metadata FROM catalog_entities
       WHERE prefix = ${prefix} AND namespace = ${namespace} AND name = ${name}${
-        options.lock === true && ex.locksRows ? sql` FOR UPDATE` : sql``
+        options.lock === undefined ? sql`` : ex.lock(options.lock)
       }`,
   );
   return row === undefined ? undefined : toEntity(row);
@@ -110,12 +144,12 @@ export async function insertEntity(
   prefix: string,
   namespace: string,
   name: string,
-  entity: Entity,
+  entity: NewEntity,
 ) {
   await ex.run(
-    sql`INSERT INTO catalog_entities (prefix, namespace, name, kind, uuid, metadata_location, metadata)
+    sql`INSERT INTO catalog_entities (prefix, namespace, name, kind, uuid, metadata_location, metadata, location)
       VALUES (${prefix}, ${namespace}, ${name}, ${entity.kind}, ${uuidOf(entity)}, ${entity.metadataLocation},
-        ${toColumn(entity.metadata)})`,
+        ${entity.text}, ${entity.path})`,
   );
 }
 
@@ -138,11 +172,11 @@ export async function swapEntity(
   namespace: string,
   name: string,
   expectedLocation: string,
-  entity: Entity,
+  entity: NewEntity,
 ): Promise<boolean> {
   const changed = await ex.run(
     sql`UPDATE catalog_entities SET uuid = ${uuidOf(entity)}, metadata_location = ${entity.metadataLocation},
-      metadata = ${toColumn(entity.metadata)}
+      metadata = ${entity.text}, location = ${entity.path}
       WHERE prefix = ${prefix} AND namespace = ${namespace} AND name = ${name} AND metadata_location = ${expectedLocation}`,
   );
   return changed === 1;
@@ -171,4 +205,45 @@ export async function renameEntity(
     sql`UPDATE catalog_entities SET namespace = ${to.namespace}, name = ${to.name}
       WHERE prefix = ${prefix} AND namespace = ${from.namespace} AND name = ${from.name} AND kind = ${kind}`,
   );
+}
+
+/** A table or view, by where it lives in the catalog. */
+export interface EntityName {
+  readonly prefix: string;
+  readonly namespace: string;
+  readonly name: string;
+}
+
+/**
+ * The tables and views, in every catalog prefix (they share the warehouse), whose location is the directory
+ * `path` (a real path), lies inside it or contains it (`ancestors`: every directory above `path`), and those
+ * whose location the catalog does not know (rows an older server wrote): what a purge of `path` could delete
+ * files of.
+ */
+export async function entitiesAround(
+  ex: Executor,
+  path: string,
+  ancestors: readonly string[],
+): Promise<EntityName[]> {
+  const below = path.endsWith(sep) ? path : path + sep;
+  const rows = await ex.rows(
+    sql`SELECT prefix, namespace, name, location FROM catalog_entities
+      WHERE location IS NULL OR location = ${path} OR location LIKE ${`${literal(below)}%`} ESCAPE '!'${
+        ancestors.length === 0
+          ? sql``
+          : sql` OR location IN (${sql.join(
+              ancestors.map((ancestor) => sql`${ancestor}`),
+              sql`, `,
+            )})`
+      }`,
+  );
+  return rows
+    .filter((row) => {
+      // SQLite's LIKE ignores the case of ASCII letters: decide exactly here.
+      const location = row.location === null ? null : text(row.location);
+      return (
+        location === null || location === path || location.startsWith(below) || ancestors.includes(location)
+      );
+    })
+    .map((row) => ({ prefix: text(row.prefix), namespace: text(row.namespace), name: text(row.name) }));
 }

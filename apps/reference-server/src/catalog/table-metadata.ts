@@ -1,5 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { badRequest, commitFailed } from '../errors.js';
+import { idsOf } from './id-set.js';
+import { MAX_PARTITION_SPECS, MAX_SCHEMAS, MAX_SORT_ORDERS } from './limits.js';
 import { addLongs, isLong, type Long, maxLong, sameLong } from './long.js';
 
 // Table metadata as the Iceberg table spec defines it (format versions 1 and 2; 3 where it costs nothing).
@@ -274,13 +276,33 @@ function advanceRowIds(m: TableMetadata, snapshot: Json): void {
   m['next-row-id'] = sum(next, added, 'next-row-id');
 }
 
-/** Apply a commit's updates in order and return the new metadata (the input is not modified). */
+/** Refuse to add a schema, spec or sort order past its cap (catalog/limits.ts). */
+function checkRoom(list: readonly unknown[], max: number, what: string): void {
+  if (list.length >= max) throw badRequest(`a table holds at most ${max} ${what}`);
+}
+
+/**
+ * Apply a commit's updates in order and return the new metadata (the input is not modified). Linear in the
+ * metadata and the updates: ids are tracked as the updates go (the next schema id, the set of snapshot ids),
+ * never recomputed from the whole table per update.
+ */
 export function applyUpdates(current: TableMetadata, updates: unknown, nowMs: number): TableMetadata {
   if (!Array.isArray(updates)) throw badRequest('updates must be an array');
   const m: TableMetadata = structuredClone(current);
   let lastAddedSchemaId: number | undefined;
   let lastAddedSpecId: number | undefined;
   let lastAddedOrderId: number | undefined;
+  const schemas = idsOf(m.schemas, 'schema-id', -1);
+  const specs = idsOf(m['partition-specs'], 'spec-id', -1);
+  const orders = idsOf(m['sort-orders'], 'order-id', 0);
+  // Keyed by bigint: membership by exact value, whichever representation a stored id has. Built on first use.
+  let snapshotIds: Set<bigint> | undefined;
+  const snapshotIdSet = () => {
+    snapshotIds ??= new Set(
+      m.snapshots.flatMap((s) => (isLong(s['snapshot-id']) ? [BigInt(s['snapshot-id'])] : [])),
+    );
+    return snapshotIds;
+  };
   for (const [i, u] of updates.entries()) {
     const update = object(u, `updates[${i}]`);
     const action = string(update.action, `updates[${i}].action`);
@@ -297,7 +319,9 @@ export function applyUpdates(current: TableMetadata, updates: unknown, nowMs: nu
       }
       case 'add-schema': {
         const schema = checkSchema(update.schema, 'schema');
-        const id = Math.max(-1, ...m.schemas.map((s) => Number(s['schema-id']))) + 1;
+        checkRoom(m.schemas, MAX_SCHEMAS, 'schemas');
+        const id = ++schemas.max;
+        schemas.ids.add(id);
         m.schemas.push({ ...schema, 'schema-id': id });
         m['last-column-id'] = Math.max(
           m['last-column-id'],
@@ -313,13 +337,15 @@ export function applyUpdates(current: TableMetadata, updates: unknown, nowMs: nu
           if (lastAddedSchemaId === undefined) throw badRequest('set-current-schema -1 without add-schema');
           id = lastAddedSchemaId;
         }
-        if (!m.schemas.some((s) => s['schema-id'] === id)) throw badRequest(`no schema with id ${id}`);
+        if (!schemas.ids.has(id)) throw badRequest(`no schema with id ${id}`);
         m['current-schema-id'] = id;
         break;
       }
       case 'add-spec': {
         const { spec, last } = withPartitionFieldIds(object(update.spec, 'spec'), m['last-partition-id']);
-        const id = Math.max(-1, ...m['partition-specs'].map((s) => Number(s['spec-id']))) + 1;
+        checkRoom(m['partition-specs'], MAX_PARTITION_SPECS, 'partition specs');
+        const id = ++specs.max;
+        specs.ids.add(id);
         m['partition-specs'].push({ ...spec, 'spec-id': id });
         m['last-partition-id'] = last;
         lastAddedSpecId = id;
@@ -328,14 +354,15 @@ export function applyUpdates(current: TableMetadata, updates: unknown, nowMs: nu
       case 'set-default-spec': {
         let id = integer(update['spec-id'], 'spec-id');
         if (id === -1) id = lastAddedSpecId ?? Number.NaN;
-        if (!m['partition-specs'].some((s) => s['spec-id'] === id))
-          throw badRequest(`no partition spec with id ${id}`);
+        if (!specs.ids.has(id)) throw badRequest(`no partition spec with id ${id}`);
         m['default-spec-id'] = id;
         break;
       }
       case 'add-sort-order': {
         const order = object(update['sort-order'], 'sort-order');
-        const id = Math.max(0, ...m['sort-orders'].map((s) => Number(s['order-id']))) + 1;
+        checkRoom(m['sort-orders'], MAX_SORT_ORDERS, 'sort orders');
+        const id = ++orders.max;
+        orders.ids.add(id);
         m['sort-orders'].push({ ...order, 'order-id': id });
         lastAddedOrderId = id;
         break;
@@ -343,22 +370,21 @@ export function applyUpdates(current: TableMetadata, updates: unknown, nowMs: nu
       case 'set-default-sort-order': {
         let id = integer(update['sort-order-id'], 'sort-order-id');
         if (id === -1) id = lastAddedOrderId ?? Number.NaN;
-        if (!m['sort-orders'].some((s) => s['order-id'] === id))
-          throw badRequest(`no sort order with id ${id}`);
+        if (!orders.ids.has(id)) throw badRequest(`no sort order with id ${id}`);
         m['default-sort-order-id'] = id;
         break;
       }
       case 'add-snapshot': {
         const snapshot = object(update.snapshot, 'snapshot');
         const id = long(snapshot['snapshot-id'], 'snapshot.snapshot-id');
-        if (m.snapshots.some((s) => sameLong(s['snapshot-id'], id)))
-          throw badRequest(`snapshot ${id} already exists`);
+        if (snapshotIdSet().has(BigInt(id))) throw badRequest(`snapshot ${id} already exists`);
         const sequence =
           snapshot['sequence-number'] === undefined
             ? sum(m['last-sequence-number'], 1, 'last-sequence-number')
             : long(snapshot['sequence-number'], 'snapshot.sequence-number');
         if (m['format-version'] >= 3) advanceRowIds(m, snapshot);
         m.snapshots.push(snapshot);
+        snapshotIdSet().add(BigInt(id));
         m['last-sequence-number'] = maxLong(m['last-sequence-number'], sequence);
         break;
       }
@@ -366,8 +392,7 @@ export function applyUpdates(current: TableMetadata, updates: unknown, nowMs: nu
         const name = string(update['ref-name'], 'ref-name');
         const id = long(update['snapshot-id'], 'snapshot-id');
         const type = string(update.type, 'type');
-        if (!m.snapshots.some((s) => sameLong(s['snapshot-id'], id)))
-          throw badRequest(`no snapshot with id ${id}`);
+        if (!snapshotIdSet().has(BigInt(id))) throw badRequest(`no snapshot with id ${id}`);
         const { action: _action, 'ref-name': _name, ...ref } = update;
         // Defined, not assigned: a ref named `__proto__` is a name like any other.
         Object.defineProperty(m.refs, name, {
@@ -388,6 +413,7 @@ export function applyUpdates(current: TableMetadata, updates: unknown, nowMs: nu
         const ids = new Set(listed.map((id, j) => BigInt(long(id, `snapshot-ids[${j}]`))));
         const removed = (id: unknown) => isLong(id) && ids.has(BigInt(id));
         m.snapshots = m.snapshots.filter((s) => !removed(s['snapshot-id']));
+        for (const id of ids) snapshotIds?.delete(id);
         for (const [name, ref] of Object.entries(m.refs))
           if (removed(ref['snapshot-id'])) delete m.refs[name];
         if (removed(m['current-snapshot-id'])) delete m['current-snapshot-id'];

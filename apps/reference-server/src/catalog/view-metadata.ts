@@ -1,5 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { badRequest, commitFailed } from '../errors.js';
+import { idsOf } from './id-set.js';
+import { MAX_SCHEMAS, MAX_VIEW_VERSIONS } from './limits.js';
 
 type Json = Record<string, unknown>;
 export type ViewMetadata = Json & {
@@ -79,12 +81,17 @@ export function checkViewRequirements(metadata: ViewMetadata, requirements: unkn
   }
 }
 
-/** Apply a view commit's updates in order (ViewUpdate of the spec) and return the new metadata. */
+/**
+ * Apply a view commit's updates in order (ViewUpdate of the spec) and return the new metadata. Linear: ids are
+ * tracked as the updates go, never recomputed from the whole view per update.
+ */
 export function applyViewUpdates(current: ViewMetadata, updates: unknown, nowMs: number): ViewMetadata {
   if (!Array.isArray(updates)) throw badRequest('updates must be an array');
   const m: ViewMetadata = structuredClone(current);
   let lastSchemaId: number | undefined;
   let lastVersionId: number | undefined;
+  const schemas = idsOf(m.schemas, 'schema-id', -1);
+  const versions = idsOf(m.versions, 'version-id', 0);
   for (const [i, u] of updates.entries()) {
     const update = object(u, `updates[${i}]`);
     switch (update.action) {
@@ -96,8 +103,11 @@ export function applyViewUpdates(current: ViewMetadata, updates: unknown, nowMs:
         if (update['format-version'] !== 1) throw badRequest('views have format-version 1');
         break;
       case 'add-schema': {
-        const id = Math.max(-1, ...m.schemas.map((s) => Number(s['schema-id']))) + 1;
-        m.schemas.push({ ...checkSchema(update.schema, 'schema'), 'schema-id': id });
+        const schema = checkSchema(update.schema, 'schema');
+        if (m.schemas.length >= MAX_SCHEMAS) throw badRequest(`a view holds at most ${MAX_SCHEMAS} schemas`);
+        const id = ++schemas.max;
+        schemas.ids.add(id);
+        m.schemas.push({ ...schema, 'schema-id': id });
         lastSchemaId = id;
         break;
       }
@@ -114,10 +124,13 @@ export function applyViewUpdates(current: ViewMetadata, updates: unknown, nowMs:
       case 'add-view-version': {
         const version = checkVersion(update['view-version'], 'view-version');
         const schemaId = version['schema-id'] === -1 ? lastSchemaId : Number(version['schema-id']);
-        if (schemaId === undefined || !m.schemas.some((s) => s['schema-id'] === schemaId)) {
+        if (schemaId === undefined || !schemas.ids.has(schemaId)) {
           throw badRequest(`view-version refers to unknown schema ${String(version['schema-id'])}`);
         }
-        const id = Math.max(0, ...m.versions.map((v) => Number(v['version-id']))) + 1;
+        if (m.versions.length >= MAX_VIEW_VERSIONS)
+          throw badRequest(`a view holds at most ${MAX_VIEW_VERSIONS} versions`);
+        const id = ++versions.max;
+        versions.ids.add(id);
         m.versions.push({ ...version, 'version-id': id, 'schema-id': schemaId });
         lastVersionId = id;
         break;
@@ -125,8 +138,7 @@ export function applyViewUpdates(current: ViewMetadata, updates: unknown, nowMs:
       case 'set-current-view-version': {
         let id = Number(update['view-version-id']);
         if (id === -1) id = lastVersionId ?? Number.NaN;
-        if (!m.versions.some((v) => v['version-id'] === id))
-          throw badRequest(`no view version ${update['view-version-id']}`);
+        if (!versions.ids.has(id)) throw badRequest(`no view version ${update['view-version-id']}`);
         m['current-version-id'] = id;
         m['version-log'].push({ 'version-id': id, 'timestamp-ms': nowMs });
         break;

@@ -1,14 +1,28 @@
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { mkdir, realpath, rm, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { badRequest } from '../errors.js';
 import { stringifyExactJson } from '../exact-json.js';
+import {
+  MAX_LOCATION_BYTES,
+  MAX_NAME_BYTES,
+  MAX_NAMESPACE_BYTES,
+  MAX_PREFIX_BYTES,
+  nameProblem,
+} from './limits.js';
 import { type ReadLimits, readJsonFile } from './metadata-file.js';
 import { confine, isWithin, localPath, outside } from './paths.js';
 
 export interface WarehouseOptions extends ReadLimits {
   /** The local directory that holds every table's and view's files; created when missing. */
   readonly directory: string;
+  /**
+   * The largest metadata the catalog's database holds, measured as its driver sends it (see db.ts). The
+   * catalog writes no metadata past it, nor past `maxBytes`: every file it writes can be registered again.
+   * @default no limit beyond `maxBytes`
+   */
+  readonly column?: { readonly maxBytes: number; bytesOf(text: string): number };
 }
 
 /**
@@ -18,15 +32,29 @@ export interface WarehouseOptions extends ReadLimits {
 export interface Warehouse {
   /** The warehouse directory as a file: URL. */
   readonly url: string;
-  /** The default location of a table or view: `<warehouse>/<namespace levels>/<name>`. */
-  defaultLocation(namespace: readonly string[], name: string): string;
+  /**
+   * A new default location for a table or view: `<warehouse>/<prefix>/<namespace levels>/<name>/<uuid>`, the
+   * prefix `_` when there is none. Never one that another table or view has, or had: the catalog prefix keeps
+   * tenants apart, the namespace levels and the name keep it readable, and the UUID keeps it unique, across
+   * renames and re-creations, and between table `n.a` and the tables of namespace `n.a`. (A UUID directory
+   * rather than a `<name>-<uuid>` suffix: a name may be 255 bytes, all a directory name can hold.)
+   */
+  defaultLocation(prefix: string, namespace: readonly string[], name: string): string;
   /** Throw the 400/403 a location (`field` of the request) would meet, before anything is done with it. */
   check(location: string, field: string): Promise<void>;
+  /** The real path a location names inside the warehouse (the 400/403 of `check` otherwise). */
+  pathOf(location: string, field: string): Promise<string>;
   /**
-   * Write a new metadata file under `<location>/metadata/` and return its location. Written before the catalog
-   * transaction, as Iceberg does: a file no commit points to is harmless.
+   * Metadata as the JSON text the catalog writes and stores (longs as exact digits); a 400 when it is larger
+   * than a metadata file may be (`maxBytes`) or than the database holds, before anything is written.
    */
-  writeMetadata(location: string, version: number, metadata: unknown): Promise<string>;
+  encode(metadata: object): string;
+  /**
+   * Write a new metadata file (`text` from `encode`) under `<location>/metadata/` and return its location.
+   * Written inside the catalog transaction, before the pointer moves, as Iceberg does: a file no commit points
+   * to is harmless.
+   */
+  writeMetadata(location: string, version: number, text: string): Promise<string>;
   /** Read a metadata file (bounded in size and time), parsed as JSON with exact longs (exact-json.ts). */
   readMetadata(metadataLocation: string, field: string): Promise<unknown>;
   /** Delete a table's directory (drop with purge): never the warehouse itself, never outside it. */
@@ -35,25 +63,64 @@ export interface Warehouse {
   removeFile(location: string): Promise<void>;
 }
 
+// The longest path a default location adds to the warehouse directory: a prefix (or its digest), the namespace
+// levels (their separators included), the name and a UUID, each after a `/`.
+const DEFAULT_LOCATION_BYTES = 1 + MAX_PREFIX_BYTES + 1 + MAX_NAMESPACE_BYTES + 1 + MAX_NAME_BYTES + 1 + 36;
+// What a metadata file adds to its table's location: `/metadata/00000-<uuid>.metadata.json`, with room for more
+// versions.
+const METADATA_FILE_BYTES = 128;
+
+/** The directory of a catalog prefix: the prefix itself when it can be one, `_` for none, else a digest. */
+function prefixDirectory(prefix: string): string {
+  if (prefix === '') return '_';
+  if (nameProblem(prefix) === undefined) return prefix;
+  // `..`, `a/b`: not a directory name. Any name will do (the UUID below keeps locations unique).
+  return `_${createHash('sha256').update(prefix).digest('hex').slice(0, 32)}`;
+}
+
 export async function openWarehouse(options: WarehouseOptions): Promise<Warehouse> {
   const directory = resolve(options.directory);
+  // Every name within its limits must make a default location within the location limit, metadata files
+  // included: a warehouse directory that leaves no room for them is refused, not found out by a 400 later.
+  const room = MAX_LOCATION_BYTES - DEFAULT_LOCATION_BYTES - METADATA_FILE_BYTES;
+  if (Buffer.byteLength(directory, 'utf8') > room)
+    throw new Error(
+      `WAREHOUSE ${directory} is ${Buffer.byteLength(directory, 'utf8')} bytes long; at most ${room} leave room for every default location (${MAX_LOCATION_BYTES} bytes)`,
+    );
   await mkdir(directory, { recursive: true });
   const root = { path: await realpath(directory), url: pathToFileURL(directory).href };
   const limits: ReadLimits = { maxBytes: options.maxBytes, timeoutMs: options.timeoutMs };
+  const { column } = options;
 
   return {
     url: root.url,
-    defaultLocation: (namespace, name) => pathToFileURL(join(directory, ...namespace, name)).href,
+    defaultLocation: (prefix, namespace, name) =>
+      pathToFileURL(join(directory, prefixDirectory(prefix), ...namespace, name, randomUUID())).href,
     check: async (location, field) => void (await confine(root, location, { field })),
-    async writeMetadata(location, version, metadata) {
+    pathOf: (location, field) => confine(root, location, { field }),
+    encode(metadata) {
+      // Longs as exact digits (never strings, never rounded), as Iceberg's own writers do.
+      const text = stringifyExactJson(metadata);
+      const bytes = Buffer.byteLength(text, 'utf8');
+      if (bytes > limits.maxBytes)
+        throw badRequest(
+          `the metadata would be ${bytes} bytes; this catalog holds at most ${limits.maxBytes}`,
+        );
+      const stored = column?.bytesOf(text) ?? 0;
+      if (column !== undefined && stored > column.maxBytes)
+        throw badRequest(
+          `the metadata would take ${stored} bytes to store; this catalog's database holds at most ${column.maxBytes}`,
+        );
+      return text;
+    },
+    async writeMetadata(location, version, text) {
       const dir = join(await confine(root, location, { field: 'location' }), 'metadata');
       await mkdir(dir, { recursive: true });
       // mkdir follows a symlink swapped into the path since the check: see where it landed before writing.
       if (!isWithin(root.path, await realpath(dir))) throw outside('location', root.url);
       const name = `${String(version).padStart(5, '0')}-${randomUUID()}.metadata.json`;
       // `wx`: a new file only; never through a symlink planted under that name.
-      // Longs as exact digits (never strings, never rounded), as Iceberg's own writers do.
-      await writeFile(join(dir, name), stringifyExactJson(metadata), { flag: 'wx' });
+      await writeFile(join(dir, name), text, { flag: 'wx' });
       const file = join(localPath(location, 'location'), 'metadata', name);
       return location.toLowerCase().startsWith('file:') ? pathToFileURL(file).href : file;
     },

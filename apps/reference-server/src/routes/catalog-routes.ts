@@ -1,4 +1,5 @@
 import type { FastifyPluginAsync, FastifyRequest } from 'fastify';
+import { ancestorsOf } from '../catalog/paths.js';
 import * as repo from '../catalog/repository.js';
 import { SEPARATOR } from '../catalog/repository.js';
 import { newTableMetadata } from '../catalog/table-metadata.js';
@@ -59,9 +60,11 @@ export const catalogRoutes: FastifyPluginAsync<{ db: CatalogDatabase; warehouse:
       if ((await repo.getNamespace(tx, prefix, key)) !== undefined)
         throw alreadyExists(`Namespace ${parts.join('.')}`);
       // The spec declares no 404 for createNamespace: a missing parent is a bad request.
+      // The parent is share-locked until this commits: a concurrent drop of it waits, then finds it not empty.
       if (
         parts.length > 1 &&
-        (await repo.getNamespace(tx, prefix, parts.slice(0, -1).join(SEPARATOR))) === undefined
+        (await repo.getNamespace(tx, prefix, parts.slice(0, -1).join(SEPARATOR), { lock: 'share' })) ===
+          undefined
       )
         throw badRequest(`the parent namespace ${parts.slice(0, -1).join('.')} does not exist`);
       await repo.insertNamespace(tx, prefix, key, properties);
@@ -83,7 +86,8 @@ export const catalogRoutes: FastifyPluginAsync<{ db: CatalogDatabase; warehouse:
   app.delete('/namespaces/:namespace', async (request, reply) => {
     const { prefix, parts, key } = namespaceOf(request);
     return mutate(request, reply, db, async (tx) => {
-      await requireNamespace(tx, prefix, key);
+      // Locked until the drop commits: nothing can be created in it meanwhile (creates share-lock it).
+      await requireNamespace(tx, prefix, key, 'update');
       if (!(await repo.namespaceIsEmpty(tx, prefix, key))) {
         throw new IcebergError(
           409,
@@ -114,7 +118,7 @@ export const catalogRoutes: FastifyPluginAsync<{ db: CatalogDatabase; warehouse:
       );
     }
     return mutate(request, reply, db, async (tx) => {
-      const properties = { ...(await requireNamespace(tx, prefix, key)) };
+      const properties = { ...(await requireNamespace(tx, prefix, key, 'update')) };
       const removed = removals.filter((r) => Object.hasOwn(properties, r));
       const missing = removals.filter((r) => !Object.hasOwn(properties, r));
       for (const r of removed) delete properties[r];
@@ -140,7 +144,7 @@ export const catalogRoutes: FastifyPluginAsync<{ db: CatalogDatabase; warehouse:
     const name = input.name;
     const nowMs = Date.now();
     const location =
-      typeof input.location === 'string' ? input.location : warehouse.defaultLocation(parts, name);
+      typeof input.location === 'string' ? input.location : warehouse.defaultLocation(prefix, parts, name);
     const metadata = newTableMetadata(input, location, nowMs);
     if (input['stage-create'] === true) {
       // Staged: nothing is committed; the client commits later with assert-create.
@@ -148,12 +152,15 @@ export const catalogRoutes: FastifyPluginAsync<{ db: CatalogDatabase; warehouse:
       return send(reply, { status: 200, body: { metadata, config: {} } });
     }
     return mutate(request, reply, db, async (tx) => {
-      await requireNamespace(tx, prefix, key);
+      // Share-locked until the table is in: a concurrent drop of the namespace waits, then finds it not empty.
+      await requireNamespace(tx, prefix, key, 'share');
       if ((await repo.getEntity(tx, prefix, key, name)) !== undefined)
         throw alreadyExists(`Table ${[...parts, name].join('.')}`);
       // Written once the key is reserved: a retry that replays writes nothing.
-      const metadataLocation = await warehouse.writeMetadata(location, 0, metadata);
-      const entity = { kind: 'table' as const, metadataLocation, metadata };
+      const text = warehouse.encode(metadata);
+      const metadataLocation = await warehouse.writeMetadata(location, 0, text);
+      const path = await warehouse.pathOf(location, 'location');
+      const entity = { kind: 'table' as const, metadataLocation, metadata, text, path };
       await repo.insertEntity(tx, prefix, key, name, entity);
       return { status: 200, body: loadResult(entity) };
     });
@@ -209,14 +216,23 @@ export const catalogRoutes: FastifyPluginAsync<{ db: CatalogDatabase; warehouse:
       reply,
       db,
       async (tx) => {
-        const entity = await repo.getEntity(tx, prefix, key, table);
+        location = undefined;
+        const entity = await repo.getEntity(tx, prefix, key, table, { lock: 'update' });
         if (entity === undefined || entity.kind !== 'table') throw noSuchTable([...parts, table].join('.'));
-        if (purge) {
-          // Refused before anything is dropped: a location outside the warehouse, or the warehouse itself.
-          location = String(entity.metadata.location);
-          await warehouse.check(location, 'the table location');
-        }
         await repo.deleteEntity(tx, prefix, key, table, 'table');
+        if (!purge) return { status: 204 };
+        // Refused before anything is dropped: a location outside the warehouse, or the warehouse itself.
+        const path = await warehouse.pathOf(String(entity.metadata.location), 'the table location');
+        // Never a directory that holds, or lies inside, the location of a table or view still in the catalog
+        // (in any prefix): placed there by a client, or registered twice. The table is dropped all the same
+        // (the spec's answer is 204, and a 409 would tell of another tenant's table); its files stay, logged.
+        const others = await repo.entitiesAround(tx, path, ancestorsOf(path));
+        if (others.length === 0) location = String(entity.metadata.location);
+        else
+          request.log.warn(
+            { path, others: others.slice(0, 10), count: others.length },
+            'purge skipped: the location holds or lies inside the location of a live table or view',
+          );
         return { status: 204 };
       },
       // The drop has committed: a purge that fails now is logged, and the answer stays 204.
@@ -233,10 +249,15 @@ export const catalogRoutes: FastifyPluginAsync<{ db: CatalogDatabase; warehouse:
     const { prefix, parts, key } = namespaceOf(request);
     const { name, metadataLocation, overwrite, read } = registration(request, warehouse, 'table');
     return mutate(request, reply, db, async (tx) => {
-      const metadata = await read();
-      await requireNamespace(tx, prefix, key);
-      const existing = await repo.getEntity(tx, prefix, key, name);
-      const entity = { kind: 'table' as const, metadataLocation, metadata };
+      const { metadata, path } = await read();
+      await requireNamespace(tx, prefix, key, 'share');
+      // Locked: an overwrite replaces exactly the table it found.
+      const existing = await repo.getEntity(tx, prefix, key, name, { lock: 'update' });
+      const text = warehouse.encode(metadata);
+      const entity = { kind: 'table' as const, metadataLocation, metadata, text, path };
+      // Tables and views share names; `overwrite` replaces a table, never a view (its row would hold table
+      // metadata under kind 'view').
+      if (existing?.kind === 'view') throw alreadyExists(`View ${[...parts, name].join('.')}`);
       if (existing !== undefined && !overwrite) throw alreadyExists(`Table ${[...parts, name].join('.')}`);
       if (existing === undefined) await repo.insertEntity(tx, prefix, key, name, entity);
       else await repo.swapEntity(tx, prefix, key, name, existing.metadataLocation, entity);

@@ -23,10 +23,11 @@ export function renameHandler(db: CatalogDatabase, kind: EntityKind) {
     return mutate(request, reply, db, async (tx) => {
       const from = { namespace: source.namespace.join(SEPARATOR), name: source.name };
       const to = { namespace: destination.namespace.join(SEPARATOR), name: destination.name };
-      const entity = await repo.getEntity(tx, prefix, from.namespace, from.name);
+      const entity = await repo.getEntity(tx, prefix, from.namespace, from.name, { lock: 'update' });
       if (entity === undefined || entity.kind !== kind)
         throw MISSING[kind]([...source.namespace, source.name].join('.'));
-      await requireNamespace(tx, prefix, to.namespace);
+      // Share-locked: the destination cannot be dropped while the entity moves in.
+      await requireNamespace(tx, prefix, to.namespace, 'share');
       if ((await repo.getEntity(tx, prefix, to.namespace, to.name)) !== undefined) {
         throw alreadyExists(`${LABEL[kind]} ${[...destination.namespace, destination.name].join('.')}`);
       }
@@ -62,8 +63,11 @@ export function registration(request: FastifyRequest, warehouse: Warehouse, kind
         throw badRequest(`metadata-location does not hold Iceberg ${kind} metadata: ${problem}`);
       const metadata =
         kind === 'table' ? registeredTableMetadata(document) : registeredViewMetadata(document);
-      await warehouse.check(String(metadata.location), 'the location of the registered metadata');
-      return metadata;
+      const path = await warehouse.pathOf(
+        String(metadata.location),
+        'the location of the registered metadata',
+      );
+      return { metadata, path };
     },
   };
 }

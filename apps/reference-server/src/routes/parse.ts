@@ -1,7 +1,8 @@
 import type { FastifyRequest } from 'fastify';
+import { MAX_UPDATES_PER_COMMIT } from '../catalog/limits.js';
 import * as repo from '../catalog/repository.js';
 import { SEPARATOR } from '../catalog/repository.js';
-import type { Executor } from '../db.js';
+import type { Executor, LockMode } from '../db.js';
 import { badRequest, noSuchNamespace } from '../errors.js';
 
 export type Params = { prefix?: string; namespace?: string; table?: string };
@@ -35,6 +36,16 @@ export function identifier(value: unknown, field: string): { namespace: string[]
   return { namespace: id.namespace as string[], name: id.name };
 }
 
+/**
+ * Refuse a commit with more updates than {@link MAX_UPDATES_PER_COMMIT}: a shape check, made before the key is
+ * reserved (the schema has already checked that `updates` is an array).
+ */
+export function checkUpdateCount(input: Record<string, unknown>, field: string): void {
+  const updates = input.updates;
+  if (Array.isArray(updates) && updates.length > MAX_UPDATES_PER_COMMIT)
+    throw badRequest(`${field} must have at most ${MAX_UPDATES_PER_COMMIT} updates, got ${updates.length}`);
+}
+
 export function stringMap(value: unknown, field: string): Record<string, string> {
   if (value === undefined) return {};
   if (typeof value !== 'object' || value === null || Array.isArray(value))
@@ -44,8 +55,9 @@ export function stringMap(value: unknown, field: string): Record<string, string>
   return value as Record<string, string>;
 }
 
-export async function requireNamespace(ex: Executor, prefix: string, key: string) {
-  const properties = await repo.getNamespace(ex, prefix, key);
+/** The namespace's properties, or a 404; `lock` as in {@link repo.getNamespace}. */
+export async function requireNamespace(ex: Executor, prefix: string, key: string, lock?: LockMode) {
+  const properties = await repo.getNamespace(ex, prefix, key, lock === undefined ? {} : { lock });
   if (properties === undefined) throw noSuchNamespace(key.split(SEPARATOR).join('.'));
   return properties;
 }

@@ -10,6 +10,7 @@ declare module 'fastify' {
 import type { CatalogDatabase, Executor } from '../db.js';
 import { retryLater } from '../errors.js';
 import { stringifyExactJson } from '../exact-json.js';
+import { type RenderedAnswer, storedAnswer } from '../idempotency.js';
 
 /** A catalog answer: a status and an optional JSON body, sent exactly as it is stored for replay. */
 export interface Answer {
@@ -19,17 +20,18 @@ export interface Answer {
 
 const JSON_TYPE = 'application/json';
 
-function render(answer: Answer) {
+function render(answer: Answer): RenderedAnswer {
   // Longs as exact digits: the stored replay carries the very text the first answer had.
   const body = answer.body === undefined ? null : stringifyExactJson(answer.body);
   return { status: answer.status, headers: body === null ? {} : { 'content-type': JSON_TYPE }, body };
 }
 
-export function send(reply: FastifyReply, answer: Answer) {
-  const { status, headers, body } = render(answer);
+function sendRendered(reply: FastifyReply, { status, headers, body }: RenderedAnswer) {
   reply.code(status).headers(headers);
   return body === null ? reply.send() : reply.send(body);
 }
+
+export const send = (reply: FastifyReply, answer: Answer) => sendRendered(reply, render(answer));
 
 /**
  * Run a catalog mutation in one database transaction together with its idempotency record: the key is reserved
@@ -55,9 +57,17 @@ export async function mutate(
       if (reservation?.action === 'reject') throw reservation.error;
       if (reservation?.action === 'replay') return reservation;
       const answer = await work(tx);
-      if ((await execution?.finalizeWith(render(answer), tx.idempotency)) === 'lease-lost')
+      // Rendered once (metadata can be megabytes), for the client and for the record.
+      const rendered = render(answer);
+      if (
+        execution !== undefined &&
+        (await execution.finalizeWith(
+          storedAnswer(answer, rendered, execution.maxBodyBytes),
+          tx.idempotency,
+        )) === 'lease-lost'
+      )
         throw retryLater('the idempotency reservation was lost before commit; retry with the same key');
-      return { action: 'answer' as const, answer };
+      return { action: 'answer' as const, rendered };
     })
     .finally(() => {
       request.transaction = undefined;
@@ -70,5 +80,5 @@ export async function mutate(
       .send(body ?? undefined);
   }
   await afterCommit?.();
-  return send(reply, outcome.answer);
+  return sendRendered(reply, outcome.rendered);
 }

@@ -1,11 +1,12 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
+import { MAX_TABLE_CHANGES } from '../catalog/limits.js';
 import * as repo from '../catalog/repository.js';
 import { SEPARATOR } from '../catalog/repository.js';
 import { applyUpdates, checkRequirements, type TableMetadata } from '../catalog/table-metadata.js';
 import type { Warehouse } from '../catalog/warehouse.js';
 import type { CatalogDatabase, Executor } from '../db.js';
 import { badRequest, ConcurrentChange, noSuchTable } from '../errors.js';
-import { body, identifier, namespaceOf, type Params } from './parse.js';
+import { body, checkUpdateCount, identifier, namespaceOf, type Params } from './parse.js';
 import { type Answer, mutate } from './respond.js';
 
 /** Table properties that shape the metadata log, with Iceberg's defaults. */
@@ -19,16 +20,23 @@ interface TableCommit {
   readonly input: Record<string, unknown>;
 }
 
-/** A commit ready to swap in: the new metadata is written; only the pointer moves in the transaction. */
+/** A commit checked and applied in memory: nothing is written yet. */
 interface PreparedCommit {
   readonly key: string;
   readonly name: string;
   readonly label: string;
   readonly expectedLocation: string;
-  readonly metadataLocation: string;
+  readonly version: number;
   readonly next: TableMetadata;
   /** Metadata files that fell out of the log and are deleted once the commit is in. */
   readonly expired: readonly string[];
+}
+
+/** A commit whose new metadata file is written: only the pointer is left to move. */
+interface WrittenCommit extends PreparedCommit {
+  readonly metadataLocation: string;
+  /** The real path of the table's location (see repo.NewEntity). */
+  readonly path: string;
 }
 
 /** The version of a metadata file, from its name (`00042-<uuid>.metadata.json` → 42), as Iceberg reads it. */
@@ -42,22 +50,21 @@ function previousVersionsMax(metadata: TableMetadata): number {
   return Number.isSafeInteger(value) && value >= 1 ? value : DEFAULT_PREVIOUS_VERSIONS;
 }
 
+/** The table's identity in one string: names hold no control characters, so U+001F separates unambiguously. */
+const tableKey = ({ id }: TableCommit) => [...id.namespace, id.name].join(SEPARATOR);
+
 /**
- * Check a commit's requirements against the table as it is now, apply its updates and write the new metadata
- * file: everything but the pointer swap. `lock` reads the table's row locked (inside a transaction), so that
- * the swap cannot lose a race afterwards. (Iceberg writes the file before the swap too: a file no commit
- * points to is harmless.)
+ * Check a commit's requirements against the table as it is now (its row read locked, inside the transaction,
+ * so that the swap cannot lose a race afterwards) and apply its updates, in memory.
  */
 async function prepareCommit(
-  ex: Executor,
-  warehouse: Warehouse,
+  tx: Executor,
   prefix: string,
   { id, input }: TableCommit,
-  lock: boolean,
 ): Promise<PreparedCommit> {
   const key = id.namespace.join(SEPARATOR);
   const label = [...id.namespace, id.name].join('.');
-  const current = await repo.getEntity(ex, prefix, key, id.name, { lock });
+  const current = await repo.getEntity(tx, prefix, key, id.name, { lock: 'update' });
   const metadata = current?.kind === 'table' ? (current.metadata as TableMetadata) : undefined;
   checkRequirements(metadata, input.requirements);
   if (current === undefined || metadata === undefined) throw noSuchTable(label);
@@ -70,8 +77,6 @@ async function prepareCommit(
   const keep = previousVersionsMax(next);
   const dropped = log.length > keep ? log.slice(0, log.length - keep) : [];
   next['metadata-log'] = log.slice(dropped.length);
-  const version = (versionOf(current.metadataLocation) ?? metadata['metadata-log'].length) + 1;
-  const metadataLocation = await warehouse.writeMetadata(next.location, version, next);
   const expired =
     next.properties[DELETE_AFTER_COMMIT] === 'true'
       ? dropped.map((entry) => String((entry as { 'metadata-file'?: unknown })['metadata-file']))
@@ -81,29 +86,21 @@ async function prepareCommit(
     name: id.name,
     label,
     expectedLocation: current.metadataLocation,
-    metadataLocation,
+    version: (versionOf(current.metadataLocation) ?? metadata['metadata-log'].length) + 1,
     next,
     expired,
   };
 }
 
-/** Move the table's pointer, only from the metadata its requirements were checked against (locked, so it is). */
-async function applyCommit(tx: Executor, prefix: string, change: PreparedCommit): Promise<void> {
-  const swapped = await repo.swapEntity(tx, prefix, change.key, change.name, change.expectedLocation, {
-    kind: 'table',
-    metadataLocation: change.metadataLocation,
-    metadata: change.next,
-  });
-  if (!swapped) throw new ConcurrentChange(change.label);
-}
-
 /**
  * Commit changes to one or more tables, all or none, inside the mutation's transaction (after its key is
- * reserved there, so that a retry of a commit that went through replays it rather than meet its own change):
- * each table's row is read locked (in one order, so that two transactions never wait on each other), its
- * requirements checked against the table as it is now, its updates applied and the new metadata written, then
- * the pointers move. As in Iceberg's catalogs, concurrent commits that do not conflict all land, one after the
- * other; a 409 means a requirement failed against the current metadata.
+ * reserved there, so that a retry of a commit that went through replays it rather than meet its own change).
+ * Every table's row is read locked (in one order, so that two transactions never wait on each other), its
+ * requirements checked against the table as it is now and its updates applied, all in memory; only when every
+ * table has passed is each new metadata encoded (a 400 when one is larger than the catalog holds), then every
+ * file written, then the pointers moved. A refused commit writes nothing. As in Iceberg's catalogs, concurrent
+ * commits that do not conflict all land, one after the other; a 409 means a requirement failed against the
+ * current metadata.
  */
 async function commit(
   request: FastifyRequest,
@@ -112,27 +109,49 @@ async function commit(
   warehouse: Warehouse,
   prefix: string,
   commits: readonly TableCommit[],
-  answer: (changes: readonly PreparedCommit[]) => Answer,
+  answer: (changes: readonly WrittenCommit[]) => Answer,
 ) {
-  const ordered = [...commits].sort((a, b) => {
-    const x = [...a.id.namespace, a.id.name].join(SEPARATOR);
-    const y = [...b.id.namespace, b.id.name].join(SEPARATOR);
-    return x < y ? -1 : x > y ? 1 : 0;
-  });
-  let changes: PreparedCommit[] = [];
+  const ordered = commits
+    .map((table, index) => ({ table, index, key: tableKey(table) }))
+    .sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+  let expired: string[] = [];
   return mutate(
     request,
     reply,
     db,
     async (tx) => {
-      changes = [];
-      for (const table of ordered) changes.push(await prepareCommit(tx, warehouse, prefix, table, true));
-      for (const change of changes) await applyCommit(tx, prefix, change);
-      return answer(commits.map((table) => changes[ordered.indexOf(table)] as PreparedCommit));
+      const prepared: PreparedCommit[] = [];
+      for (const { table } of ordered) prepared.push(await prepareCommit(tx, prefix, table));
+      const texts = prepared.map((change) => warehouse.encode(change.next));
+      const written: WrittenCommit[] = [];
+      for (const [i, change] of prepared.entries()) {
+        const metadataLocation = await warehouse.writeMetadata(
+          change.next.location,
+          change.version,
+          texts[i] as string,
+        );
+        const path = await warehouse.pathOf(change.next.location, 'location');
+        written.push({ ...change, metadataLocation, path });
+      }
+      for (const [i, change] of written.entries()) {
+        // Locked above: the pointer is still where the requirements were checked.
+        const swapped = await repo.swapEntity(tx, prefix, change.key, change.name, change.expectedLocation, {
+          kind: 'table',
+          metadataLocation: change.metadataLocation,
+          metadata: change.next,
+          text: texts[i] as string,
+          path: change.path,
+        });
+        if (!swapped) throw new ConcurrentChange(change.label);
+      }
+      expired = written.flatMap((change) => change.expired);
+      const inRequestOrder: WrittenCommit[] = [];
+      for (const [i, { index }] of ordered.entries()) inRequestOrder[index] = written[i] as WrittenCommit;
+      return answer(inRequestOrder);
     },
     // Files that fell out of the metadata log, once the commit is in.
     async () => {
-      for (const file of changes.flatMap((change) => change.expired)) {
+      for (const file of expired) {
         await warehouse
           .removeFile(file)
           .catch((error: unknown) => request.log.warn({ err: error, file }, 'old metadata file not deleted'));
@@ -146,13 +165,15 @@ export function commitTableHandler(db: CatalogDatabase, warehouse: Warehouse) {
   return async (request: FastifyRequest, reply: FastifyReply) => {
     const { prefix, parts } = namespaceOf(request);
     const name = (request.params as Params).table as string;
+    const input = body(request);
+    checkUpdateCount(input, 'the commit');
     return commit(
       request,
       reply,
       db,
       warehouse,
       prefix,
-      [{ id: { namespace: parts, name }, input: body(request) }],
+      [{ id: { namespace: parts, name }, input }],
       ([change]) => ({
         status: 200,
         body: { 'metadata-location': change?.metadataLocation, metadata: change?.next },
@@ -166,10 +187,25 @@ export function commitTransactionHandler(db: CatalogDatabase, warehouse: Warehou
   return async (request: FastifyRequest, reply: FastifyReply) => {
     const { prefix = '' } = request.params as Params;
     const input = body(request);
-    if (!Array.isArray(input['table-changes'])) throw badRequest('table-changes must be an array');
-    const commits = (input['table-changes'] as unknown[]).map((change, i) => {
+    const changes = input['table-changes'];
+    if (!Array.isArray(changes)) throw badRequest('table-changes must be an array');
+    // Shape checks, before the key is reserved: each change is a table read locked, checked and rewritten in
+    // the one transaction, so their number is bounded, and a table named twice would be checked against a
+    // state its own first change replaces (and write a file per naming).
+    if (changes.length > MAX_TABLE_CHANGES)
+      throw badRequest(`table-changes must have at most ${MAX_TABLE_CHANGES} changes, got ${changes.length}`);
+    const seen = new Set<string>();
+    const commits = changes.map((change, i): TableCommit => {
       const table = change as Record<string, unknown>;
-      return { id: identifier(table?.identifier, `table-changes[${i}].identifier`), input: table };
+      const commit = { id: identifier(table?.identifier, `table-changes[${i}].identifier`), input: table };
+      const key = tableKey(commit);
+      if (seen.has(key))
+        throw badRequest(
+          `table-changes[${i}] names ${[...commit.id.namespace, commit.id.name].join('.')} again`,
+        );
+      seen.add(key);
+      checkUpdateCount(table, `table-changes[${i}]`);
+      return commit;
     });
     return commit(request, reply, db, warehouse, prefix, commits, () => ({ status: 204 }));
   };

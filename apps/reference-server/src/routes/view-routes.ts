@@ -10,7 +10,7 @@ import type { Warehouse } from '../catalog/warehouse.js';
 import type { CatalogDatabase } from '../db.js';
 import { alreadyExists, badRequest, commitFailed, noSuchNamespace, noSuchView } from '../errors.js';
 import { registration, renameHandler } from './entity-ops.js';
-import { body, loadResult, namespaceOf, requireNamespace } from './parse.js';
+import { body, checkUpdateCount, loadResult, namespaceOf, requireNamespace } from './parse.js';
 import { mutate } from './respond.js';
 
 const viewName = (request: FastifyRequest) => (request.params as { view: string }).view;
@@ -28,10 +28,11 @@ export const viewRoutes: FastifyPluginAsync<{ db: CatalogDatabase; warehouse: Wa
     request: FastifyRequest,
     reply: FastifyReply,
     at: { prefix: string; parts: string[]; key: string; name: string },
-    entity: () => Promise<repo.Entity>,
+    entity: () => Promise<repo.NewEntity>,
   ) =>
     mutate(request, reply, db, async (tx) => {
-      await requireNamespace(tx, at.prefix, at.key);
+      // Share-locked until the view is in: a concurrent drop of the namespace waits, then finds it not empty.
+      await requireNamespace(tx, at.prefix, at.key, 'share');
       if ((await repo.getEntity(tx, at.prefix, at.key, at.name)) !== undefined) {
         throw alreadyExists(`View ${[...at.parts, at.name].join('.')}`);
       }
@@ -54,13 +55,19 @@ export const viewRoutes: FastifyPluginAsync<{ db: CatalogDatabase; warehouse: Wa
       throw badRequest('name must be a non-empty string');
     const name = input.name;
     const location =
-      typeof input.location === 'string' ? input.location : warehouse.defaultLocation(parts, name);
+      typeof input.location === 'string' ? input.location : warehouse.defaultLocation(prefix, parts, name);
     const metadata = newViewMetadata(input, location, Date.now());
-    return insertView(request, reply, { prefix, parts, key, name }, async () => ({
-      kind: 'view',
-      metadataLocation: await warehouse.writeMetadata(location, 0, metadata),
-      metadata,
-    }));
+    return insertView(request, reply, { prefix, parts, key, name }, async () => {
+      const text = warehouse.encode(metadata);
+      const metadataLocation = await warehouse.writeMetadata(location, 0, text);
+      return {
+        kind: 'view',
+        metadataLocation,
+        metadata,
+        text,
+        path: await warehouse.pathOf(location, 'location'),
+      };
+    });
   });
 
   const loadView = async (request: FastifyRequest) => {
@@ -85,10 +92,11 @@ export const viewRoutes: FastifyPluginAsync<{ db: CatalogDatabase; warehouse: Wa
     const { prefix, parts, key } = namespaceOf(request);
     const name = viewName(request);
     const input = body(request);
+    checkUpdateCount(input, 'the commit');
     // Read, checked and replaced in the transaction, the view's row locked: concurrent replacements that do
     // not conflict all land, and a retry of one that went through replays it.
     return mutate(request, reply, db, async (tx) => {
-      const current = await repo.getEntity(tx, prefix, key, name, { lock: true });
+      const current = await repo.getEntity(tx, prefix, key, name, { lock: 'update' });
       if (current === undefined || current.kind !== 'view') {
         if ((await repo.getNamespace(tx, prefix, key)) === undefined) throw noSuchNamespace(parts.join('.'));
         throw noSuchView([...parts, name].join('.'));
@@ -96,12 +104,14 @@ export const viewRoutes: FastifyPluginAsync<{ db: CatalogDatabase; warehouse: Wa
       const metadata = current.metadata as ViewMetadata;
       checkViewRequirements(metadata, input.requirements);
       const next = applyViewUpdates(metadata, input.updates, Date.now());
+      const text = warehouse.encode(next);
       const metadataLocation = await warehouse.writeMetadata(
         next.location,
         metadata['version-log'].length,
-        next,
+        text,
       );
-      const entity = { kind: 'view' as const, metadataLocation, metadata: next };
+      const path = await warehouse.pathOf(next.location, 'location');
+      const entity = { kind: 'view' as const, metadataLocation, metadata: next, text, path };
       if (!(await repo.swapEntity(tx, prefix, key, name, current.metadataLocation, entity))) {
         throw commitFailed('the view changed concurrently; refresh and retry');
       }
@@ -124,10 +134,9 @@ export const viewRoutes: FastifyPluginAsync<{ db: CatalogDatabase; warehouse: Wa
   app.post('/namespaces/:namespace/register-view', async (request, reply) => {
     const { prefix, parts, key } = namespaceOf(request);
     const { name, metadataLocation, read } = registration(request, warehouse, 'view');
-    return insertView(request, reply, { prefix, parts, key, name }, async () => ({
-      kind: 'view',
-      metadataLocation,
-      metadata: await read(),
-    }));
+    return insertView(request, reply, { prefix, parts, key, name }, async () => {
+      const { metadata, path } = await read();
+      return { kind: 'view', metadataLocation, metadata, text: warehouse.encode(metadata), path };
+    });
   });
 };
