@@ -1,5 +1,7 @@
+import { basename, dirname, join } from 'node:path';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { MAX_TABLE_CHANGES } from '../catalog/limits.js';
+import { ancestorsOf } from '../catalog/paths.js';
 import * as repo from '../catalog/repository.js';
 import { SEPARATOR } from '../catalog/repository.js';
 import { applyUpdates, checkRequirements, type TableMetadata } from '../catalog/table-metadata.js';
@@ -92,6 +94,36 @@ async function prepareCommit(
   };
 }
 
+// The name the catalog gives the metadata files it writes (warehouse.writeMetadata).
+const OWN_FILE_NAME = /^\d{5,}-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\.metadata\.json$/;
+
+/**
+ * The expired files of a commit that are this table's own: files the catalog wrote into the metadata directory
+ * of the table's location, where no other table or view lives. The log is the client's to write (a registered
+ * file brings its own), so a file named there is deleted only when it is one of these; never another table's
+ * current metadata, nor anything else in the warehouse.
+ */
+async function ownFiles(
+  tx: Executor,
+  warehouse: Warehouse,
+  prefix: string,
+  change: WrittenCommit,
+): Promise<string[]> {
+  if (change.expired.length === 0) return [];
+  const around = await repo.entitiesAround(tx, change.path, ancestorsOf(change.path));
+  const itself = (entity: repo.EntityName) =>
+    entity.prefix === prefix && entity.namespace === change.key && entity.name === change.name;
+  if (!around.every(itself)) return [];
+  const metadataDirectory = join(change.path, 'metadata');
+  const own: string[] = [];
+  for (const file of change.expired) {
+    const path = await warehouse.pathOf(file, 'metadata-file').catch(() => undefined);
+    if (path !== undefined && dirname(path) === metadataDirectory && OWN_FILE_NAME.test(basename(path)))
+      own.push(file);
+  }
+  return own;
+}
+
 /**
  * Commit changes to one or more tables, all or none, inside the mutation's transaction (after its key is
  * reserved there, so that a retry of a commit that went through replays it rather than meet its own change).
@@ -144,7 +176,8 @@ async function commit(
         });
         if (!swapped) throw new ConcurrentChange(change.label);
       }
-      expired = written.flatMap((change) => change.expired);
+      expired = [];
+      for (const change of written) expired.push(...(await ownFiles(tx, warehouse, prefix, change)));
       const inRequestOrder: WrittenCommit[] = [];
       for (const [i, { index }] of ordered.entries()) inRequestOrder[index] = written[i] as WrittenCommit;
       return answer(inRequestOrder);
