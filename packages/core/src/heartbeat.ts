@@ -30,11 +30,9 @@ export class HeartbeatScheduler {
   }
 
   remove(execution: Renewable): void {
+    // The timer stops at its next tick if nothing runs by then: stopping and starting it around every short
+    // request would cost more than the requests themselves. It is unref'd, so it never holds the process.
     this.#running.delete(execution);
-    if (this.#running.size === 0) {
-      clearInterval(this.#timer);
-      this.#timer = undefined;
-    }
   }
 
   /** How many executions it renews now. */
@@ -43,6 +41,11 @@ export class HeartbeatScheduler {
   }
 
   #tick(): void {
+    if (this.#running.size === 0) {
+      clearInterval(this.#timer);
+      this.#timer = undefined;
+      return;
+    }
     const dueMs = performance.now() - this.#intervalMs;
     for (const execution of this.#running) {
       if (execution.renewedAtMs <= dueMs) execution.beat();

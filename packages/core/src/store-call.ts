@@ -41,8 +41,76 @@ class StoreTimeoutError extends Error {
   }
 }
 
+/** A store call in flight: rejected with a timeout if it has not settled by its deadline. */
+interface Watched {
+  readonly deadlineMs: number;
+  readonly operation: StoreOperation;
+  /** Cleared once the call settles, so that nothing it answered is kept until the deadline. */
+  reject: ((error: Error) => void) | undefined;
+}
+
+/**
+ * The deadlines of one coordinator's store calls, on a single timer. The calls share one timeout, so their
+ * deadlines come in the order they started: a queue, and a timer armed for its oldest entry, instead of a
+ * timer set and cleared around every call (which costs more than a fast store's answer). Unref'd: a pending
+ * call does not hold the process.
+ */
+class Deadlines {
+  readonly #timeoutMs: number;
+  #queue: Watched[] = [];
+  #head = 0;
+  #timer: NodeJS.Timeout | undefined;
+  #armedForMs = 0;
+
+  constructor(timeoutMs: number) {
+    this.#timeoutMs = timeoutMs;
+  }
+
+  watch(operation: StoreOperation, reject: (error: Error) => void): Watched {
+    const entry: Watched = { deadlineMs: performance.now() + this.#timeoutMs, operation, reject };
+    // Calls that settled leave the front as new ones come: the queue holds about what is in flight.
+    const queue = this.#queue;
+    while (this.#head < queue.length && (queue[this.#head] as Watched).reject === undefined) this.#head++;
+    if (this.#head > 1_024 && this.#head * 2 > queue.length) {
+      this.#queue = queue.slice(this.#head);
+      this.#head = 0;
+    }
+    this.#queue.push(entry);
+    if (this.#timer === undefined) this.#arm(entry.deadlineMs, this.#timeoutMs);
+    return entry;
+  }
+
+  #arm(deadlineMs: number, delayMs: number): void {
+    this.#armedForMs = deadlineMs;
+    this.#timer = setTimeout(() => this.#expire(), Math.max(1, Math.ceil(delayMs)));
+    this.#timer.unref();
+  }
+
+  #expire(): void {
+    this.#timer = undefined;
+    // At least the entry the timer was armed for is due, whatever the clock says (a test's fake timers).
+    const nowMs = Math.max(performance.now(), this.#armedForMs);
+    const queue = this.#queue;
+    let head = this.#head;
+    for (; head < queue.length; head++) {
+      const entry = queue[head] as Watched;
+      if (entry.reject === undefined) continue; // settled in time
+      if (entry.deadlineMs > nowMs) break;
+      const reject = entry.reject;
+      entry.reject = undefined;
+      reject(new StoreTimeoutError(entry.operation, this.#timeoutMs));
+    }
+    // Drop what is done: the rest is still in flight (or settled, and skipped next time).
+    this.#queue = head === queue.length ? [] : queue.slice(head);
+    this.#head = 0;
+    const next = this.#queue[0];
+    if (next !== undefined) this.#arm(next.deadlineMs, next.deadlineMs - nowMs);
+  }
+}
+
 export function storeCall(options: StoreCallOptions): StoreCall {
   const { timeoutMs, emit } = options;
+  const deadlines = new Deadlines(timeoutMs);
   return async function callStore<T>(
     operation: StoreOperation,
     ref: CallRef,
@@ -50,7 +118,6 @@ export function storeCall(options: StoreCallOptions): StoreCall {
     onLateResult: (value: T) => void = () => {},
   ): Promise<{ value: T; durationMs: number }> {
     const startedMs = performance.now();
-    let timer: NodeJS.Timeout | undefined;
     let call: Promise<T>;
     try {
       call = run();
@@ -59,8 +126,17 @@ export function storeCall(options: StoreCallOptions): StoreCall {
     }
     try {
       const value = await new Promise<T>((resolve, reject) => {
-        timer = setTimeout(() => reject(new StoreTimeoutError(operation, timeoutMs)), timeoutMs);
-        call.then(resolve, reject);
+        const watched = deadlines.watch(operation, reject);
+        call.then(
+          (value) => {
+            watched.reject = undefined;
+            resolve(value);
+          },
+          (error: unknown) => {
+            watched.reject = undefined;
+            reject(error);
+          },
+        );
       });
       return { value, durationMs: performance.now() - startedMs };
     } catch (error) {
@@ -103,8 +179,6 @@ export function storeCall(options: StoreCallOptions): StoreCall {
         status: options.unavailableStatus,
         retryAfterSeconds: options.retryAfterSeconds,
       });
-    } finally {
-      clearTimeout(timer);
     }
   };
 }

@@ -8,6 +8,7 @@ import {
   newReservation,
   type ReserveParams,
   type ReserveResult,
+  hasListeners,
   safeListener,
   systemClock,
 } from '@idem/core';
@@ -65,6 +66,7 @@ const idOf = (scope: string, key: string): string => `${scope.length}:${scope}${
 export function createMemoryStore(options: MemoryStoreOptions = {}): MemoryStore {
   const clock = options.clock ?? systemClock;
   const emit = safeListener(options.onEvent);
+  const listening = hasListeners(emit);
   const inFlight = new Map<string, IdempotencyRecord>();
   const maxSizeBytes = options.maxSizeBytes;
   if (maxSizeBytes !== undefined && !(maxSizeBytes > RECORD_OVERHEAD_BYTES)) {
@@ -81,7 +83,7 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): MemoryStore
     max: options.maxEntries ?? 10_000,
     ...(maxSizeBytes === undefined ? {} : { maxSize: maxSizeBytes, sizeCalculation: sizeOf }),
     dispose: (record, _id, reason) => {
-      if (reason === 'evict') {
+      if (reason === 'evict' && (listening || options.onEvict !== undefined)) {
         const event = { scope: record.scope, key: record.key, reason: 'capacity' } as const;
         emit({ type: 'evicted', ...event });
         options.onEvict?.(event);
@@ -119,14 +121,15 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): MemoryStore
 
   const reserve = (params: ReserveParams): ReserveResult => {
     const id = idOf(params.scope, params.key);
-    const existing = inFlight.get(id) ?? completed.get(id);
+    const running = inFlight.get(id);
+    const existing = running ?? completed.get(id);
     const decision = decideReservation(existing, params);
     if (existing !== undefined && decision === 'keep') return { outcome: 'exists', record: existing };
     const record =
       existing !== undefined && decision === 'take-over'
         ? { ...existing, owner: params.owner, leaseUntilMs: params.leaseUntilMs }
         : newReservation(params);
-    completed.delete(id);
+    if (existing !== undefined && running === undefined) completed.delete(id); // an expired one, replaced
     inFlight.set(id, record);
     return { outcome: 'reserved', record, tookOver: decision === 'take-over' };
   };
