@@ -5,7 +5,9 @@ import { Cluster, Redis } from 'ioredis';
 import { createClient, createCluster } from 'redis';
 
 export const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
-export const CLUSTER_NODES = (process.env.REDIS_CLUSTER_NODES ?? '127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003')
+export const CLUSTER_NODES = (
+  process.env.REDIS_CLUSTER_NODES ?? '127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003'
+)
   .split(',')
   .map((address) => {
     const [host = '127.0.0.1', port = '0'] = address.trim().split(':');
@@ -36,7 +38,12 @@ const ping = async (connect: () => Redis) => {
     client.disconnect();
   }
 };
-const probeOptions = { lazyConnect: false, maxRetriesPerRequest: 0, connectTimeout: 2_000, retryStrategy: () => null };
+const probeOptions = {
+  lazyConnect: false,
+  maxRetriesPerRequest: 0,
+  connectTimeout: 2_000,
+  retryStrategy: () => null,
+};
 
 export const redisUp = () =>
   serverAvailable(`Redis at ${REDIS_URL}`, () => ping(() => new Redis(REDIS_URL, probeOptions)));
@@ -48,7 +55,8 @@ export const clusterUp = () =>
         const node = new Redis({ host, port, ...probeOptions });
         try {
           const info = await node.cluster('INFO');
-          if (!String(info).includes('cluster_state:ok')) throw new Error(`${host}:${port} is not in a healthy cluster`);
+          if (!String(info).includes('cluster_state:ok'))
+            throw new Error(`${host}:${port} is not in a healthy cluster`);
         } finally {
           node.disconnect();
         }
