@@ -65,6 +65,17 @@ export type IdempotencyEvent =
       readonly reason: 'capacity';
     }
   | {
+      /**
+       * A replay cache in front of a store (`withReplayCache` in `@idem/store-memory`) answered a `reserve` or
+       * `load` from memory (`hit`, no round trip) or passed it to the store (`miss`).
+       */
+      readonly type: 'cache';
+      readonly outcome: 'hit' | 'miss';
+      readonly operation: 'reserve' | 'load';
+      readonly scope: string;
+      readonly key: string;
+    }
+  | {
       readonly type: 'purged';
       /** Records deleted by this run. */
       readonly count: number;
