@@ -27,15 +27,21 @@ const response: StoredResponse = {
 function counted() {
   const inner = createMemoryStore({ sweepIntervalMs: false, maxSizeBytes: 10_000 });
   const calls: string[] = [];
+  const count =
+    <A, R>(name: string, fn: (a: A) => Promise<R>) =>
+    (a: A): Promise<R> => {
+      calls.push(name);
+      return fn(a);
+    };
   const store: IdempotencyStore = {
-    limits: inner.limits,
-    reserve: (p) => (calls.push('reserve'), inner.reserve(p)),
-    load: (p) => (calls.push('load'), inner.load(p)),
-    finalize: (p) => (calls.push('finalize'), inner.finalize(p)),
-    release: (p) => (calls.push('release'), inner.release(p)),
-    renewLease: (p) => (calls.push('renewLease'), inner.renewLease(p)),
-    purgeExpired: (p) => (calls.push('purgeExpired'), inner.purgeExpired(p)),
-    close: () => (calls.push('close'), inner.close()),
+    limits: inner.limits ?? {},
+    reserve: count('reserve', (p) => inner.reserve(p)),
+    load: count('load', (p) => inner.load(p)),
+    finalize: count('finalize', (p) => inner.finalize(p)),
+    release: count('release', (p) => inner.release(p)),
+    renewLease: count('renewLease', (p) => inner.renewLease(p)),
+    purgeExpired: count('purgeExpired', (p) => inner.purgeExpired(p)),
+    close: count('close', () => inner.close()),
   };
   return { store, calls };
 }
