@@ -41,7 +41,7 @@ function counted() {
     release: count('release', (p) => inner.release(p)),
     renewLease: count('renewLease', (p) => inner.renewLease(p)),
     purgeExpired: count('purgeExpired', (p) => inner.purgeExpired(p)),
-    close: count('close', () => inner.close()),
+    close: () => count('close', () => inner.close())(undefined),
   };
   return { store, calls };
 }
