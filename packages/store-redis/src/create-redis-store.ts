@@ -1,5 +1,5 @@
 import {
-  type IdempotencyRecord,
+  decideReservation,
   type IdempotencyStore,
   newReservation,
   type ReserveParams,
@@ -8,8 +8,8 @@ import {
 import { isNoScript, type RedisConnection, type ReplicaAck, type Reply } from './clients/connection.js';
 import { connectionOf } from './clients/index.js';
 import { checkPrefix, DEFAULT_PREFIX, recordKey } from './key-layout.js';
-import { checkRef, checkRenew, checkReserve, checkResponse } from './limits.js';
-import { toRecord } from './record.js';
+import { checkRef, checkReserve, checkResponse, checkTime } from './limits.js';
+import { decodeRecord, digits16, encodeCompletion, encodeInFlight } from './record.js';
 import { ReserveCode, SCRIPT, SCRIPT_SHA } from './script.js';
 
 /** Options of {@link createRedisStore}. */
@@ -62,12 +62,18 @@ const asArray = (reply: Reply): readonly Reply[] => {
   if (!Array.isArray(reply)) throw new Error(`unexpected reply from the idem script: ${String(reply)}`);
   return reply;
 };
+const asValue = (reply: Reply | undefined): Buffer => {
+  if (!Buffer.isBuffer(reply)) throw new Error(`unexpected reply for a record: ${String(reply)}`);
+  return reply;
+};
 
 /**
  * Create a store over a Redis client you own: an ioredis `Redis` or `Cluster`, or a node-redis client from
- * `createClient` or `createCluster`. The store never connects, closes or reconfigures it. Each method is one
- * `EVALSHA` of one Lua script on the record's one key (the script is loaded again on `NOSCRIPT`); records
- * expire in Redis at their `expiresAtMs`, so `purgeExpired` has nothing to do.
+ * `createClient` or `createCluster` (Redis 7.0 or later). The store never connects, closes or reconfigures
+ * it. Each method is one atomic step on the record's one key: a `SET … NX PXAT … GET` that creates a fresh
+ * record or returns the current one, or an `EVALSHA` of one Lua script where a decision must be taken and written
+ * at once (the script is loaded again on `NOSCRIPT`). Records expire in Redis at their `expiresAtMs`, so
+ * `purgeExpired` has nothing to do.
  *
  * @param client An ioredis or node-redis client (connected, or connecting: it is the client's queue that waits).
  * @param options See {@link RedisStoreOptions}.
@@ -92,14 +98,23 @@ function build(
   maxBodyBytes: number,
   replicas: ReplicaAck | undefined,
 ): RedisStore {
-  /** Run the script; when Redis lost it (restart, failover, SCRIPT FLUSH), load it everywhere and run again. */
-  async function run(key: string, args: readonly (string | Buffer)[], ack?: ReplicaAck) {
+  /**
+   * Run the script. When Redis lost it (restart, failover, SCRIPT FLUSH), load it on every node and run it
+   * again; if it is lost once more in between (another flush, a new master), send it whole with EVAL, which
+   * needs no cache.
+   */
+  async function script(key: string, args: readonly (string | Buffer)[], ack?: ReplicaAck) {
     try {
-      return await connection.evalsha(SCRIPT_SHA, key, args, ack);
+      return await connection.send(key, ['EVALSHA', SCRIPT_SHA, '1', key, ...args], ack);
     } catch (error) {
       if (!isNoScript(error)) throw error;
-      await connection.loadScript(SCRIPT);
-      return await connection.evalsha(SCRIPT_SHA, key, args, ack);
+    }
+    await connection.loadScript(SCRIPT);
+    try {
+      return await connection.send(key, ['EVALSHA', SCRIPT_SHA, '1', key, ...args], ack);
+    } catch (error) {
+      if (!isNoScript(error)) throw error;
+      return await connection.send(key, ['EVAL', SCRIPT, '1', key, ...args], ack);
     }
   }
 
@@ -118,48 +133,91 @@ function build(
     args: readonly (string | Buffer)[],
     ack?: ReplicaAck,
   ): Promise<boolean> {
-    const { reply, acknowledged } = await run(key, [operation, ...args], ack);
+    const { reply, acknowledged } = await script(key, [operation, ...args], ack);
     if (reply !== 1) return false;
     checkAck(operation, acknowledged);
     return true;
   }
 
-  async function reserve(params: ReserveParams): Promise<ReserveResult> {
-    checkReserve(params);
-    const key = recordKey(prefix, params.scope, params.key);
-    const { reply, acknowledged } = await run(
+  /** Decide and write in the script: the record found was expired, or its lease lapsed, when we looked. */
+  async function reserveInScript(params: ReserveParams, key: string, value: string) {
+    const { reply, acknowledged } = await script(
       key,
       [
         'reserve',
+        value,
         params.fingerprint,
         params.owner,
         String(params.nowMs),
-        String(params.leaseUntilMs),
+        digits16(params.leaseUntilMs),
         String(params.expiresAtMs),
       ],
       replicas,
     );
-    const [code, ...fields] = asArray(reply);
-    let result: ReserveResult;
+    const [code, current] = asArray(reply);
     if (code === ReserveCode.Created) {
-      result = { outcome: 'reserved', record: newReservation(params), tookOver: false };
+      return {
+        result: { outcome: 'reserved', record: newReservation(params), tookOver: false } as const,
+        acknowledged,
+      };
+    }
+    const record = decodeRecord(params, asValue(current));
+    if (code === ReserveCode.Exists) return { result: { outcome: 'exists', record } as const };
+    return { result: ownReservation(params, record, code === ReserveCode.TookOver), acknowledged };
+  }
+
+  /**
+   * The record holds our owner token: we took it over, or this very call already ran and the client re-sent it
+   * after a lost reply (ioredis does by default). A creation stored our nowMs as its createdAtMs; only a
+   * takeover in the very millisecond of the creation could then be misreported.
+   */
+  const ownReservation = (
+    params: ReserveParams,
+    record: ReturnType<typeof decodeRecord>,
+    tookOver: boolean,
+  ): ReserveResult => ({
+    outcome: 'reserved',
+    record,
+    tookOver: tookOver || record.createdAtMs !== params.nowMs,
+  });
+
+  async function reserve(params: ReserveParams): Promise<ReserveResult> {
+    checkReserve(params);
+    const key = recordKey(prefix, params.scope, params.key);
+    const value = encodeInFlight(params);
+    // One command creates a fresh record, or returns the current one unchanged: a replay or a busy key is
+    // answered in this one round trip. Only a record that may be replaced or taken over goes to the script,
+    // which decides again from what is there then.
+    const fast = await connection.send(
+      key,
+      ['SET', key, value, 'NX', 'PXAT', String(params.expiresAtMs), 'GET'],
+      replicas,
+    );
+    let outcome: { result: ReserveResult; acknowledged?: number | undefined };
+    if (fast.reply === null) {
+      outcome = {
+        result: { outcome: 'reserved', record: newReservation(params), tookOver: false },
+        acknowledged: fast.acknowledged,
+      };
     } else {
-      const record = toRecord(params, fields) as IdempotencyRecord;
-      if (code === ReserveCode.Exists) return { outcome: 'exists', record };
-      // AlreadyOurs: the client re-sent this call after a lost reply. A creation stored our nowMs as its
-      // createdAtMs; only a takeover in the very millisecond of the creation could be misreported, and only then.
-      const tookOver = code === ReserveCode.TookOver || record.createdAtMs !== params.nowMs;
-      result = { outcome: 'reserved', record, tookOver };
+      const existing = decodeRecord(params, asValue(fast.reply));
+      if (existing.response === null && existing.owner === params.owner) {
+        return ownReservation(params, existing, false);
+      }
+      if (decideReservation(existing, params) === 'keep') return { outcome: 'exists', record: existing };
+      outcome = await reserveInScript(params, key, value);
     }
-    try {
-      checkAck('reserve', acknowledged);
-    } catch (error) {
-      // Free the key now rather than after the lease: the caller answers 503 and its retry should not find
-      // its own unacknowledged reservation in the way. Best effort; the lease bounds it otherwise.
-      await run(key, ['release', params.owner]).catch(() => {});
-      throw error;
+    if (outcome.result.outcome === 'reserved') {
+      try {
+        checkAck('reserve', outcome.acknowledged);
+      } catch (error) {
+        // Free the key now rather than after the lease: the caller answers 503 and its retry should not find
+        // its own unacknowledged reservation in the way. Best effort; the lease bounds it otherwise.
+        await script(key, ['release', params.owner]).catch(() => {});
+        throw error;
+      }
     }
-    return result;
+    return outcome.result;
   }
 
   return {
@@ -168,16 +226,19 @@ function build(
     reserve,
     async load(ref) {
       checkRef(ref);
-      const { reply } = await run(recordKey(prefix, ref.scope, ref.key), ['load']);
-      return toRecord(ref, asArray(reply));
+      const key = recordKey(prefix, ref.scope, ref.key);
+      const { reply } = await connection.send(key, ['GET', key]);
+      return reply === null ? undefined : decodeRecord(ref, asValue(reply));
     },
     async finalize(params) {
       const headers = checkResponse(params, maxBodyBytes);
-      const { status, body, bodyOmitted } = params.response;
-      const args = [params.owner, String(status), headers, bodyOmitted === true ? '1' : '0'];
-      const withBody =
-        body === null ? args : [...args, Buffer.from(body.buffer, body.byteOffset, body.byteLength)];
-      return fenced('finalize', recordKey(prefix, params.scope, params.key), withBody, replicas);
+      const [flags, tail] = encodeCompletion(params.response, headers);
+      return fenced(
+        'finalize',
+        recordKey(prefix, params.scope, params.key),
+        [params.owner, flags, tail],
+        replicas,
+      );
     },
     async release(params) {
       checkRef(params);
@@ -185,16 +246,16 @@ function build(
     },
     async renewLease(params) {
       checkRef(params);
-      checkRenew(params.leaseUntilMs);
+      checkTime('leaseUntilMs', params.leaseUntilMs);
       const key = recordKey(prefix, params.scope, params.key);
-      return fenced('renew', key, [params.owner, String(params.leaseUntilMs)]);
+      return fenced('renew', key, [params.owner, digits16(params.leaseUntilMs)]);
     },
     async purgeExpired({ beforeMs, limit }) {
       if (!Number.isSafeInteger(limit) || limit < 1) {
         throw new RangeError(`limit must be a positive integer, got ${limit}`);
       }
       if (!Number.isFinite(beforeMs)) throw new RangeError(`beforeMs must be a number, got ${beforeMs}`);
-      // Every record carries PEXPIREAT at its expiresAtMs: Redis deletes it itself, and reserve treats one it
+      // Every record is written with PXAT at its expiresAtMs: Redis deletes it itself, and reserve treats one it
       // has not deleted yet as expired. There is nothing to scan for, so nothing is counted.
       return 0;
     },

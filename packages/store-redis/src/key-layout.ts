@@ -4,6 +4,7 @@ export const DEFAULT_PREFIX = 'idem:';
 // Everything outside this set is escaped, so that no brace (the Cluster hash tag), no colon (our separator) and
 // no byte that a terminal or a log would mangle ever comes from the caller's data.
 const UNSAFE = /[^A-Za-z0-9._~-]/gu;
+const SAFE = /^[A-Za-z0-9._~-]*$/;
 
 function escapeChar(char: string): string {
   const code = char.charCodeAt(0);
@@ -16,7 +17,8 @@ function escapeChar(char: string): string {
 }
 
 /** A lossless, readable encoding of any JS string that holds no `{`, `}` or `:`. */
-export const escapeKeyPart = (value: string): string => value.replace(UNSAFE, escapeChar);
+export const escapeKeyPart = (value: string): string =>
+  SAFE.test(value) ? value : value.replace(UNSAFE, escapeChar);
 
 /**
  * Check a key prefix: a brace in it would become the Cluster hash tag of every record and put them all in one

@@ -42,19 +42,14 @@ function checkStoredText(field: string, value: string): void {
 export function checkReserve(params: ReserveParams): void {
   checkRef(params);
   checkStoredText('fingerprint', params.fingerprint);
-  for (const field of ['nowMs', 'leaseUntilMs', 'expiresAtMs'] as const) {
-    if (!Number.isSafeInteger(params[field])) {
-      throw new IdemStoreLimitError(
-        `${field} must be an integer number of epoch milliseconds, got ${params[field]}`,
-      );
-    }
-  }
+  for (const field of ['nowMs', 'leaseUntilMs', 'expiresAtMs'] as const) checkTime(field, params[field]);
 }
 
-export function checkRenew(leaseUntilMs: number): void {
-  if (!Number.isSafeInteger(leaseUntilMs)) {
+/** Times are kept as 16 digits and handed to Redis as PXAT: non-negative integers only. */
+export function checkTime(field: string, ms: number): void {
+  if (!Number.isSafeInteger(ms) || ms < 0) {
     throw new IdemStoreLimitError(
-      `leaseUntilMs must be an integer number of epoch milliseconds, got ${leaseUntilMs}`,
+      `${field} must be a non-negative integer number of epoch milliseconds, got ${ms}`,
     );
   }
 }

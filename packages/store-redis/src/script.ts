@@ -1,83 +1,68 @@
 import { createHash } from 'node:crypto';
 
-/**
- * The record's fields, in the order `reserve` and `load` return them. A record is one Redis hash (one key, so
- * one slot, and every field binary-safe): a script reads only the fields it decides on and a fenced write
- * touches only the fields it changes (a renewal rewrites `lease`, never the body), while a replay still gets
- * the whole record in the same round trip. `owner` is absent once completed, `status` until then, `body` when
- * the body is null.
- */
-export const FIELDS = [
-  'fp',
-  'owner',
-  'lease',
-  'created',
-  'expires',
-  'status',
-  'headers',
-  'body',
-  'omitted',
-] as const;
-
-/** What `reserve` answers first: the outcome, then (except for `created`) the record's fields. */
+/** What the `reserve` script answers first: the outcome, then (except for `Created`) the record's value. */
 export const ReserveCode = { Exists: 0, Created: 1, TookOver: 2, AlreadyOurs: 3 } as const;
 
 /**
- * Every operation of the store, one atomic step each: Redis runs a script without interleaving any other
- * command, which is what makes reserve's read-decide-write a single step on any number of clients. Times are
- * the caller's (ARGV); the server's clock decides nothing. `PEXPIREAT` hands the record to Redis's own expiry
- * at the caller's `expiresAtMs`, and `reserve` still compares against `nowMs`, so a record Redis has not
- * evicted yet is treated as expired exactly on time.
- *
- * KEYS[1] is the record; ARGV[1] names the operation.
+ * The operations that must read, decide and write in one atomic step: Redis runs a script without
+ * interleaving any other command, on any number of clients. Times are the caller's (ARGV); the server's clock
+ * decides nothing. The record layout is in record.ts (offsets here are 1-based). KEYS[1] is the record, ARGV[1]
+ * the operation.
  */
 export const SCRIPT = `
-local FIELDS = {${FIELDS.map((f) => `'${f}'`).join(', ')}}
-local op = ARGV[1]
 local k = KEYS[1]
+local op = ARGV[1]
 
-if op == 'load' then
-  return redis.call('HMGET', k, unpack(FIELDS))
+-- The fields a decision needs, and where the owner field starts.
+local function parse(v)
+  local fplen = tonumber(string.sub(v, 55, 62))
+  local ownerAt = 63 + fplen
+  local ownerlen = tonumber(string.sub(v, ownerAt, ownerAt + 7))
+  return {
+    state = string.sub(v, 1, 1),
+    lease = tonumber(string.sub(v, 2, 17)),
+    expires = tonumber(string.sub(v, 34, 49)),
+    fp = string.sub(v, 63, 62 + fplen),
+    ownerAt = ownerAt,
+    owner = string.sub(v, ownerAt + 8, ownerAt + 7 + ownerlen),
+    after = ownerAt + 8 + ownerlen,
+  }
 end
 
 if op == 'reserve' then
-  -- ARGV[2..6]: fingerprint, owner, nowMs, leaseUntilMs, expiresAtMs
-  local cur = redis.call('HMGET', k, unpack(FIELDS))
-  local now = tonumber(ARGV[4])
-  if cur[5] then
-    if tonumber(cur[5]) > now then
-      if cur[2] == ARGV[3] then
-        -- Our own owner token: this very call already ran (a client re-sent it after a reconnect).
-        return {${ReserveCode.AlreadyOurs}, unpack(cur)}
+  -- ARGV[2]: the new in-flight value; ARGV[3..7]: fingerprint, owner, nowMs, leaseUntilMs (16 digits), expiresAtMs
+  local v = redis.call('GET', k)
+  local now = tonumber(ARGV[5])
+  if v then
+    local r = parse(v)
+    if r.expires > now then
+      if r.state == 'i' and r.owner == ARGV[4] then
+        -- Our own owner token: this very call already ran (a client re-sent it after a lost reply).
+        return {${ReserveCode.AlreadyOurs}, v}
       end
-      if not cur[6] and tonumber(cur[3]) <= now and cur[1] == ARGV[2] then
-        redis.call('HSET', k, 'owner', ARGV[3], 'lease', ARGV[5])
-        cur[2] = ARGV[3]
-        cur[3] = ARGV[5]
-        return {${ReserveCode.TookOver}, unpack(cur)}
+      if r.state == 'i' and r.lease <= now and r.fp == ARGV[3] then
+        local taken = 'i' .. ARGV[6] .. string.sub(v, 18, r.ownerAt - 1)
+          .. string.format('%08d', #ARGV[4]) .. ARGV[4] .. string.sub(v, r.after)
+        redis.call('SET', k, taken, 'KEEPTTL')
+        return {${ReserveCode.TookOver}, taken}
       end
-      return {${ReserveCode.Exists}, unpack(cur)}
+      return {${ReserveCode.Exists}, v}
     end
-    -- Expired by the caller's clock, whatever Redis thinks: replaced, old fields and all.
-    redis.call('DEL', k)
+    -- Expired by the caller's clock, whatever Redis thinks: replaced.
   end
-  redis.call('HSET', k, 'fp', ARGV[2], 'owner', ARGV[3], 'lease', ARGV[5], 'created', ARGV[4], 'expires', ARGV[6])
-  redis.call('PEXPIREAT', k, ARGV[6])
+  redis.call('SET', k, ARGV[2], 'PXAT', ARGV[7])
   return {${ReserveCode.Created}}
 end
 
 -- The fenced operations (ARGV[2] is the owner): only the owner of an in-flight record.
-local cur = redis.call('HMGET', k, 'owner', 'status')
-if cur[1] ~= ARGV[2] or cur[2] then
-  return 0
-end
+local v = redis.call('GET', k)
+if not v then return 0 end
+local r = parse(v)
+if r.state ~= 'i' or r.owner ~= ARGV[2] then return 0 end
 
 if op == 'finalize' then
-  -- ARGV[3..6]: status, headers, bodyOmitted ('1' or '0'), body (absent when null)
-  redis.call('HDEL', k, 'owner')
-  redis.call('HSET', k, 'status', ARGV[3], 'headers', ARGV[4])
-  if ARGV[5] == '1' then redis.call('HSET', k, 'omitted', '1') end
-  if ARGV[6] then redis.call('HSET', k, 'body', ARGV[6]) end
+  -- ARGV[3]: status and flags; ARGV[4]: an empty owner, the headers, the body. Times and fingerprint stay.
+  redis.call('SET', k, 'c' .. string.sub(v, 2, 49) .. ARGV[3] .. string.sub(v, 55, r.ownerAt - 1) .. ARGV[4], 'KEEPTTL')
   return 1
 end
 if op == 'release' then
@@ -85,7 +70,8 @@ if op == 'release' then
   return 1
 end
 if op == 'renew' then
-  redis.call('HSET', k, 'lease', ARGV[3])
+  -- ARGV[3]: leaseUntilMs, 16 digits, written in place (0-based offset 1).
+  redis.call('SETRANGE', k, 1, ARGV[3])
   return 1
 end
 return redis.error_reply('idem: unknown operation ' .. tostring(op))

@@ -14,24 +14,23 @@ export function isIoredis(client: unknown): client is Redis | Cluster {
 }
 
 /**
- * ioredis: `callBuffer` for binary-safe replies; on a Cluster ioredis routes it by its key and follows
- * MOVED/ASK itself. With a replica acknowledgement the EVALSHA and the WAIT go in one pipeline: ioredis sends a
- * pipeline to the node of its keyed command, so the keyless WAIT runs on the connection that made the write.
+ * ioredis: `callBuffer` for binary-safe replies; on a Cluster ioredis finds the key in the command (by its
+ * command table), routes it and follows MOVED/ASK itself. With a replica acknowledgement the command and the
+ * WAIT go in one pipeline: ioredis sends a pipeline to the node of its keyed command, so the keyless WAIT runs
+ * on the connection that made the write.
  */
 export function ioredisConnection(client: Redis | Cluster): RedisConnection {
   return {
     name: client.isCluster ? 'ioredis Cluster' : 'ioredis',
-    async evalsha(sha, key, args, ack) {
-      if (ack === undefined) {
-        return { reply: (await client.callBuffer('EVALSHA', sha, 1, key, ...args)) as Reply };
-      }
+    async send(_key, [name, ...args], ack) {
+      if (ack === undefined) return { reply: (await client.callBuffer(name, ...args)) as Reply };
       const results = await client
         .pipeline()
-        .callBuffer('EVALSHA', sha, 1, key, ...args)
+        .callBuffer(name, ...args)
         .call('WAIT', ack.count, ack.timeoutMs)
         .exec();
-      const [[scriptError, reply] = [], [waitError, acknowledged] = []] = results ?? [];
-      if (scriptError) throw scriptError;
+      const [[commandError, reply] = [], [waitError, acknowledged] = []] = results ?? [];
+      if (commandError) throw commandError;
       if (waitError) throw waitError;
       return { reply: reply as Reply, acknowledged: Number(acknowledged) };
     },

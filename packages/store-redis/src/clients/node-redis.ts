@@ -1,7 +1,7 @@
 import { classNames } from './class-chain.js';
-import type { RedisConnection, Reply } from './connection.js';
 
-type Command = readonly (string | Buffer)[];
+import type { Command, RedisConnection, Reply } from './connection.js';
+
 /** The part of node-redis's `RedisClient` the store uses (its generics make the real type unwieldy here). */
 interface NodeRedisClient {
   sendCommand(args: Command, options?: object): Promise<unknown>;
@@ -25,15 +25,14 @@ export const isNodeRedisClient = (client: unknown): client is NodeRedisClient =>
 export const isNodeRedisCluster = (client: unknown): client is NodeRedisCluster =>
   classNames(client).includes('RedisCluster');
 
-const script = (sha: string, key: string, args: Command) => ['EVALSHA', sha, '1', key, ...args];
-const wait = (count: number, timeoutMs: number) => ['WAIT', String(count), String(timeoutMs)];
+const wait = (count: number, timeoutMs: number): Command => ['WAIT', String(count), String(timeoutMs)];
 
 /** node-redis `createClient`: one connection, commands in order, so the WAIT follows the write on it. */
 export function nodeRedisClientConnection(client: NodeRedisClient): RedisConnection {
   return {
     name: 'node-redis',
-    async evalsha(sha, key, args, ack) {
-      const reply = (await client.sendCommand(script(sha, key, args), BUFFERS)) as Reply;
+    async send(_key, command, ack) {
+      const reply = (await client.sendCommand(command, BUFFERS)) as Reply;
       if (ack === undefined) return { reply };
       return { reply, acknowledged: Number(await client.sendCommand(wait(ack.count, ack.timeoutMs))) };
     },
@@ -50,8 +49,8 @@ export function nodeRedisClientConnection(client: NodeRedisClient): RedisConnect
 export function nodeRedisClusterConnection(cluster: NodeRedisCluster): RedisConnection {
   return {
     name: 'node-redis cluster',
-    async evalsha(sha, key, args, ack) {
-      const reply = (await cluster.sendCommand(key, false, script(sha, key, args), BUFFERS)) as Reply;
+    async send(key, command, ack) {
+      const reply = (await cluster.sendCommand(key, false, command, BUFFERS)) as Reply;
       if (ack === undefined) return { reply };
       const acknowledged = await cluster.sendCommand(key, false, wait(ack.count, ack.timeoutMs));
       return { reply, acknowledged: Number(acknowledged) };

@@ -1,5 +1,5 @@
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -58,6 +58,7 @@ export async function startPrivateRedis(): Promise<{ url: string; stop(): Promis
   const url = `redis://127.0.0.1:${port}`;
   await until(`redis-server on ${port}`, async () => {
     const probe = new Redis(url, { retryStrategy: () => null, maxRetriesPerRequest: 0 });
+    probe.on('error', () => {}); // refused until the server listens
     try {
       return (await probe.ping()) === 'PONG';
     } finally {
@@ -77,6 +78,8 @@ export async function startPrivateCluster(ports = [7101, 7102, 7103]) {
   const dir = mkdtempSync(join(tmpdir(), 'idem-fault-cluster-'));
   const env = { ...process.env, REDIS_CLUSTER_PORTS: ports.join(' '), REDIS_CLUSTER_DIR: dir };
   const script = async (...args: string[]) => run('bash', [clusterScript, ...args], { env, timeout: 60_000 });
+  await script('stop'); // nodes a crashed run left on these ports would not join this cluster
+  mkdirSync(dir, { recursive: true });
   await script();
   const nodes = ports.map((port) => ({ host: '127.0.0.1', port }));
   const state = async (port: number) => {
