@@ -24,16 +24,23 @@ try {
 
   const esm = `
 import { createIdempotency, isIdemError } from '@idem/core';
-import { createMemoryStore } from '@idem/store-memory';
+import { createMemoryStore, withReplayCache } from '@idem/store-memory';
 import { storeConformance } from '@idem/store-conformance';
+import { createRedisStore } from '@idem/store-redis';
 import { createSqlStore, ensureSchema } from '@idem/store-sql';
 import { idempotency as expressIdempotency } from '@idem/adapter-express';
 import fastifyIdempotency from '@idem/adapter-fastify';
 if (typeof createSqlStore !== 'function' || typeof ensureSchema !== 'function') throw new Error('store-sql');
 if (typeof expressIdempotency({ store: createMemoryStore() }) !== 'function') throw new Error('express');
 if (typeof fastifyIdempotency !== 'function') throw new Error('fastify');
+try {
+  createRedisStore({});
+  throw new Error('store-redis accepted an unknown client');
+} catch (error) {
+  if (!(error instanceof TypeError)) throw error;
+}
 const store = createMemoryStore();
-const idem = createIdempotency({ store });
+const idem = createIdempotency({ store: withReplayCache(store) });
 const key = '0190b7e2-5a5d-7c3e-8f00-1234567890ab';
 const first = await idem.begin({ method: 'POST', route: '/x', body: { a: 1 }, key });
 if (first.action !== 'execute') throw new Error('expected execute');
@@ -46,13 +53,16 @@ console.log('esm ok');
 `;
   const cjs = `
 const { createIdempotency, validateUuidV7 } = require('@idem/core');
-const { createMemoryStore } = require('@idem/store-memory');
+const { createMemoryStore, withReplayCache } = require('@idem/store-memory');
+const { createRedisStore, recordKey } = require('@idem/store-redis');
 const { conformanceGroups } = require('@idem/store-conformance');
 const { schemaStatements } = require('@idem/store-sql');
 const { idempotency } = require('@idem/adapter-express');
 const fastifyPlugin = require('@idem/adapter-fastify');
 if (!schemaStatements('postgres')[0].startsWith('CREATE TABLE IF NOT EXISTS')) throw new Error('store-sql');
 if (typeof idempotency !== 'function' || typeof fastifyPlugin.idempotency !== 'function') throw new Error('adapters');
+if (typeof createRedisStore !== 'function' || recordKey('p:', 'a{b}', 'k') !== 'p:{a%7Bb%7D:k}') throw new Error('store-redis');
+if (typeof withReplayCache !== 'function') throw new Error('replay cache');
 if (!validateUuidV7('0190b7e2-5a5d-7c3e-8f00-1234567890ab').ok) throw new Error('uuid');
 if (Object.keys(conformanceGroups).length < 6) throw new Error('groups');
 createIdempotency({ store: createMemoryStore({ sweepIntervalMs: false }) });
