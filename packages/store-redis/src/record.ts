@@ -46,12 +46,12 @@ export function encodeInFlight(params: ReserveParams): string {
  * What a finalize writes, in two parts: the status and flags (offsets 49-53), and everything after the
  * fingerprint (an empty owner, the headers, the body). The script keeps the times and fingerprint it finds.
  */
-export function encodeCompletion(response: StoredResponse, headers: Buffer): [Buffer, Buffer] {
+export function encodeCompletion(response: StoredResponse, headers: Buffer): [string, Buffer] {
   const { status, body, bodyOmitted } = response;
   const flags = `${status}${bodyOmitted === true ? '1' : '0'}${body === null ? '0' : '1'}`;
   const tail = [...field(Buffer.alloc(0)), ...field(headers)];
   if (body !== null) tail.push(Buffer.from(body.buffer, body.byteOffset, body.byteLength));
-  return [Buffer.from(flags, 'latin1'), Buffer.concat(tail)];
+  return [flags, Buffer.concat(tail)];
 }
 
 const malformed = (why: string) =>

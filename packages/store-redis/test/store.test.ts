@@ -173,7 +173,7 @@ describe.each(kinds)('%s', (kind) => {
     }
   });
 
-  test('every record carries PEXPIREAT at its expiresAtMs; a takeover keeps it; a replacement moves it', async () => {
+  test('every record carries its expiresAtMs as its key expiry (PXAT); a takeover keeps it; a replacement moves it', async () => {
     const store = createRedisStore(opened.client, { prefix });
     const admin = isClusterKind(kind) ? undefined : new Redis(REDIS_URL);
     const expireTime = async (scope: string, key: string) => {
