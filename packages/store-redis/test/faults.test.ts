@@ -10,6 +10,7 @@ import {
   sleep,
   startPrivateCluster,
   startPrivateRedis,
+  until,
 } from './support/private-servers.js';
 
 // The servers of these tests are their own: pausing, killing and moving slots never touches the shared ones.
@@ -152,6 +153,46 @@ describe.runIf(installed)(
     );
   },
 );
+
+describe.runIf(installed)('replicas: WAIT with a real replica', () => {
+  let master: Awaited<ReturnType<typeof startPrivateRedis>>;
+  let replica: Awaited<ReturnType<typeof startPrivateRedis>>;
+  beforeAll(async () => {
+    master = await startPrivateRedis();
+    replica = await startPrivateRedis(`127.0.0.1:${master.port}`);
+    const admin = new Redis(master.url);
+    await until('the replica to be in sync', async () =>
+      /connected_slaves:1[\s\S]*state=online/.test(await admin.info('replication')),
+    );
+    admin.disconnect();
+  });
+  afterAll(async () => {
+    await replica?.stop();
+    await master?.stop();
+  });
+
+  test.each(standaloneClients)(
+    '%s: count 1 is met; the reservation and the answer are on the replica when the call returns',
+    async (_, open) => {
+      const { client, close } = await open(master.url);
+      const prefix = `wait:${randomUUID()}:`;
+      const store = createRedisStore(client, { prefix, replicas: { count: 1, timeoutMs: 2_000 } });
+      const onReplica = new Redis(replica.url);
+      try {
+        const params = reserveParams('wait');
+        expect((await store.reserve(params)).outcome).toBe('reserved');
+        const name = recordKey(prefix, params.scope, params.key);
+        expect(String(await onReplica.get(name))).toContain(params.owner);
+        expect(await store.finalize({ ...params, nowMs: NOW_MS, response: response('kept') })).toBe(true);
+        expect(String(await onReplica.get(name))).toContain('kept');
+        expect(await store.release({ ...params, owner: 'nobody' })).toBe(false);
+      } finally {
+        onReplica.disconnect();
+        await close();
+      }
+    },
+  );
+});
 
 type OpenCluster = (
   nodes: { host: string; port: number }[],

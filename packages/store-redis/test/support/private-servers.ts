@@ -22,7 +22,7 @@ const freePort = () =>
 
 export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-async function until(what: string, check: () => Promise<boolean>, timeoutMs = 20_000): Promise<void> {
+export async function until(what: string, check: () => Promise<boolean>, timeoutMs = 20_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
     if (await check().catch(() => false)) return;
@@ -48,11 +48,16 @@ export async function redisServerInstalled(): Promise<boolean> {
  * A standalone redis-server of this test file's own, so that CLIENT PAUSE and CLIENT KILL never touch the
  * server other suites share.
  */
-export async function startPrivateRedis(): Promise<{ url: string; stop(): Promise<void> }> {
+export async function startPrivateRedis(
+  replicaOf?: string,
+): Promise<{ url: string; port: number; stop(): Promise<void> }> {
   const port = await freePort();
   const child: ChildProcess = spawn(
     'redis-server',
-    ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
+    [
+      ...['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
+      ...(replicaOf === undefined ? [] : ['--replicaof', ...replicaOf.split(':')]),
+    ],
     { stdio: 'ignore' },
   );
   const url = `redis://127.0.0.1:${port}`;
@@ -67,6 +72,7 @@ export async function startPrivateRedis(): Promise<{ url: string; stop(): Promis
   });
   return {
     url,
+    port,
     async stop() {
       child.kill('SIGKILL');
     },
