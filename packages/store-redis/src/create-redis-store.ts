@@ -232,13 +232,8 @@ function build(
     },
     async finalize(params) {
       const headers = checkResponse(params, maxBodyBytes);
-      const [flags, tail] = encodeCompletion(params.response, headers);
-      return fenced(
-        'finalize',
-        recordKey(prefix, params.scope, params.key),
-        [params.owner, flags, tail],
-        replicas,
-      );
+      const key = recordKey(prefix, params.scope, params.key);
+      return fenced('finalize', key, [params.owner, ...encodeCompletion(params.response, headers)], replicas);
     },
     async release(params) {
       checkRef(params);

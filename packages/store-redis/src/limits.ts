@@ -54,17 +54,18 @@ export function checkTime(field: string, ms: number): void {
   }
 }
 
-/** Check what a finalize stores; return the headers as the JSON bytes the record keeps. */
-export function checkResponse(params: FinalizeParams, maxBodyBytes: number): Buffer {
+/** Check what a finalize stores; return the headers as the JSON the record keeps. */
+export function checkResponse(params: FinalizeParams, maxBodyBytes: number): string {
   checkRef(params);
   const response: StoredResponse = params.response;
   if (!Number.isInteger(response.status) || response.status < 100 || response.status > 999) {
     throw new IdemStoreLimitError(`response status ${response.status} is not an HTTP status code`);
   }
-  const headers = Buffer.from(JSON.stringify(response.headers), 'utf8');
-  if (headers.byteLength > MAX_HEADERS_BYTES) {
+  const headers = JSON.stringify(response.headers);
+  const headerBytes = Buffer.byteLength(headers, 'utf8');
+  if (headerBytes > MAX_HEADERS_BYTES) {
     throw new IdemStoreLimitError(
-      `response headers take ${headers.byteLength} bytes; the Redis store holds at most ${MAX_HEADERS_BYTES}`,
+      `response headers take ${headerBytes} bytes; the Redis store holds at most ${MAX_HEADERS_BYTES}`,
     );
   }
   if (response.body !== null && response.body.byteLength > maxBodyBytes) {

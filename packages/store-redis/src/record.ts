@@ -43,15 +43,20 @@ export function encodeInFlight(params: ReserveParams): string {
 }
 
 /**
- * What a finalize writes, in two parts: the status and flags (offsets 49-53), and everything after the
- * fingerprint (an empty owner, the headers, the body). The script keeps the times and fingerprint it finds.
+ * What a finalize writes, in three arguments: the status and flags (offsets 49-53); an empty owner and the
+ * headers, as text; the body, as bytes (absent when null). The script keeps the times and the fingerprint it
+ * finds and appends these, so the body is never copied into one buffer with the rest on this side.
  */
-export function encodeCompletion(response: StoredResponse, headers: Buffer): [string, Buffer] {
+export function encodeCompletion(response: StoredResponse, headers: string): (string | Buffer)[] {
   const { status, body, bodyOmitted } = response;
   const flags = `${status}${bodyOmitted === true ? '1' : '0'}${body === null ? '0' : '1'}`;
-  const tail = [...field(Buffer.alloc(0)), ...field(headers)];
-  if (body !== null) tail.push(Buffer.from(body.buffer, body.byteOffset, body.byteLength));
-  return [flags, Buffer.concat(tail)];
+  const fields = `${textField('')}${textField(headers)}`;
+  if (body === null) return [flags, fields];
+  return [
+    flags,
+    fields,
+    Buffer.isBuffer(body) ? body : Buffer.from(body.buffer, body.byteOffset, body.byteLength),
+  ];
 }
 
 const malformed = (why: string) =>

@@ -54,15 +54,19 @@ if op == 'reserve' then
   return {${ReserveCode.Created}}
 end
 
--- The fenced operations (ARGV[2] is the owner): only the owner of an in-flight record.
+-- The fenced operations (ARGV[2] is the owner): only the owner of an in-flight record. Read without the
+-- table parse() builds: this is the hot path of every request.
 local v = redis.call('GET', k)
-if not v then return 0 end
-local r = parse(v)
-if r.state ~= 'i' or r.owner ~= ARGV[2] then return 0 end
+if not v or string.byte(v, 1) ~= 105 then return 0 end -- absent, or not 'i' (in flight)
+local ownerAt = 63 + tonumber(string.sub(v, 55, 62))
+local ownerlen = tonumber(string.sub(v, ownerAt, ownerAt + 7))
+if ownerlen ~= #ARGV[2] or string.sub(v, ownerAt + 8, ownerAt + 7 + ownerlen) ~= ARGV[2] then return 0 end
 
 if op == 'finalize' then
-  -- ARGV[3]: status and flags; ARGV[4]: an empty owner, the headers, the body. Times and fingerprint stay.
-  redis.call('SET', k, 'c' .. string.sub(v, 2, 49) .. ARGV[3] .. string.sub(v, 55, r.ownerAt - 1) .. ARGV[4], 'KEEPTTL')
+  -- ARGV[3]: status and flags; ARGV[4]: an empty owner and the headers; ARGV[5]: the body, if any. Times and
+  -- fingerprint stay.
+  local done = 'c' .. string.sub(v, 2, 49) .. ARGV[3] .. string.sub(v, 55, ownerAt - 1) .. ARGV[4] .. (ARGV[5] or '')
+  redis.call('SET', k, done, 'KEEPTTL')
   return 1
 end
 if op == 'release' then
