@@ -3,8 +3,12 @@
 //
 // For each client and 1, 8 and 32 concurrent callers on one client (one connection, as a service would):
 // reserve+finalize pairs per second against a raw pair of `SET NX PX` (the reservation) and `SET XX` (the
-// answer) of the same size, and replays (reserve of a completed record) against a raw `GET` of it. The two sides
-// alternate so that drift hits both alike.
+// answer) of the same size, and replays (reserve of a completed record) against a raw `GET` of it.
+//
+// The two sides alternate in short blocks (100 ms of one, then 100 ms of the other, for BENCH_SECONDS each), so
+// that whatever else runs on this shared machine hits both alike: measuring them in turns seconds apart moved the
+// ratio by ±30 %. (Mixing both in the same loops would be steadier still, but each side would then wait in the
+// other's queue, which hides the difference.) A block's rate counts the time until its last call returned.
 import { randomUUID } from 'node:crypto';
 import type { IdempotencyStore } from '@idem/core';
 import { Cluster, Redis } from 'ioredis';
@@ -17,6 +21,7 @@ const CLUSTER_NODES = (process.env.REDIS_CLUSTER_NODES ?? '127.0.0.1:7001,127.0.
   .split(',')
   .map((address) => ({ host: address.split(':')[0] ?? '127.0.0.1', port: Number(address.split(':')[1]) }));
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 3);
+const BLOCK_MS = 100;
 const BODY = Buffer.alloc(200, 'x');
 const RESPONSE = { status: 201, headers: { 'content-type': 'application/json' }, body: BODY };
 const FINGERPRINT = 'f'.repeat(64);
@@ -36,18 +41,36 @@ interface Target {
   close(): Promise<void>;
 }
 
-async function load(callers: number, seconds: number, worker: () => Promise<void>): Promise<number> {
-  const deadline = performance.now() + seconds * 1_000;
-  let done = 0;
-  await Promise.all(
-    Array.from({ length: callers }, async () => {
-      while (performance.now() < deadline) {
-        await worker();
-        done++;
-      }
-    }),
-  );
-  return done / seconds;
+/** Alternate `a` and `b` in blocks of BLOCK_MS on `callers` loops until each ran `seconds`; the rate of each. */
+async function alternating(
+  callers: number,
+  seconds: number,
+  a: () => Promise<void>,
+  b: () => Promise<void>,
+): Promise<[number, number]> {
+  const elapsedMs = [0, 0];
+  const done = [0, 0];
+  const block = async (side: 0 | 1) => {
+    const start = performance.now();
+    const deadline = start + BLOCK_MS;
+    const run = side === 0 ? a : b;
+    await Promise.all(
+      Array.from({ length: callers }, async () => {
+        while (performance.now() < deadline) {
+          await run();
+          done[side] = (done[side] as number) + 1;
+        }
+      }),
+    );
+    elapsedMs[side] = (elapsedMs[side] as number) + performance.now() - start;
+  };
+  for (let i = 0; i < (seconds * 1_000) / BLOCK_MS; i++) {
+    // Which side goes first alternates too, so that neither always follows the other.
+    await block(i % 2 === 0 ? 0 : 1);
+    await block(i % 2 === 0 ? 1 : 0);
+  }
+  const rate = (side: 0 | 1) => ((done[side] as number) * 1_000) / (elapsedMs[side] as number);
+  return [rate(0), rate(1)];
 }
 
 const storePair = (store: IdempotencyStore) => async () => {
@@ -171,26 +194,18 @@ for (const target of await targets(chosen)) {
   const rawGet = async () => {
     if ((await target.raw.get(rawKey)) === null) throw new Error('no value');
   };
-  await load(8, 0.5, storePair(store)); // warm-up: connections, script cache
+  await alternating(8, 0.5, storePair(store), rawPair(target.raw)); // warm-up: connections, script cache
   for (const callers of [1, 8, 32]) {
-    let pairs = 0;
-    let raw = 0;
-    let replays = 0;
-    let gets = 0;
-    for (let round = 0; round < 2; round++) {
-      raw += await load(callers, SECONDS / 2, rawPair(target.raw));
-      pairs += await load(callers, SECONDS / 2, storePair(store));
-      gets += await load(callers, SECONDS / 2, rawGet);
-      replays += await load(callers, SECONDS / 2, replay);
-    }
+    const [pairs, raw] = await alternating(callers, SECONDS, storePair(store), rawPair(target.raw));
+    const [replays, gets] = await alternating(callers, SECONDS, replay, rawGet);
     const label = `${target.name}, ${callers} caller${callers > 1 ? 's' : ''}`;
     rows.push([
       `${label}: pairs`,
-      `${perSecond(pairs / 2)} reserve+finalize vs ${perSecond(raw / 2)} SET NX PX + SET XX = ${ratio(pairs / raw)}`,
+      `${perSecond(pairs)} reserve+finalize vs ${perSecond(raw)} SET NX PX + SET XX = ${ratio(pairs / raw)}`,
     ]);
     rows.push([
       `${label}: replays`,
-      `${perSecond(replays / 2)} vs ${perSecond(gets / 2)} GET = ${ratio(replays / gets)}`,
+      `${perSecond(replays)} vs ${perSecond(gets)} GET = ${ratio(replays / gets)}`,
     ]);
   }
   await target.close();
