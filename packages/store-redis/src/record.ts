@@ -24,11 +24,6 @@ const LENGTH_DIGITS = 8;
 /** A time as the record's 16 digits; the limits allow only non-negative safe integers. */
 export const digits16 = (ms: number): string => String(ms).padStart(16, '0');
 
-const field = (bytes: Buffer): Buffer[] => [
-  Buffer.from(String(bytes.byteLength).padStart(LENGTH_DIGITS, '0')),
-  bytes,
-];
-
 const textField = (text: string): string =>
   `${String(Buffer.byteLength(text, 'utf8')).padStart(LENGTH_DIGITS, '0')}${text}`;
 

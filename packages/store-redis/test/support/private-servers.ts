@@ -52,10 +52,12 @@ export async function startPrivateRedis(
   replicaOf?: string,
 ): Promise<{ url: string; port: number; stop(): Promise<void> }> {
   const port = await freePort();
+  // A directory of its own: a replica writes the master's snapshot there (dump.rdb), never into the checkout.
+  const dir = mkdtempSync(join(tmpdir(), 'idem-redis-'));
   const child: ChildProcess = spawn(
     'redis-server',
     [
-      ...['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
+      ...['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir],
       ...(replicaOf === undefined ? [] : ['--replicaof', ...replicaOf.split(':')]),
     ],
     { stdio: 'ignore' },
@@ -75,6 +77,7 @@ export async function startPrivateRedis(
     port,
     async stop() {
       child.kill('SIGKILL');
+      rmSync(dir, { recursive: true, force: true });
     },
   };
 }
