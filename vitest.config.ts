@@ -1,4 +1,4 @@
-import { readdirSync } from 'node:fs';
+import { existsSync, readdirSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { defineConfig } from 'vitest/config';
 
@@ -37,6 +37,8 @@ export default defineConfig({
           name: dir.split('/')[1] as string,
           root: dir,
           include: ['test/**/*.test.ts'],
+          // A package whose suites need a service started first (the Redis Cluster) says so in this file.
+          globalSetup: existsSync(`${root}${dir}/test/global-setup.ts`) ? ['test/global-setup.ts'] : [],
           typecheck: { enabled: true, include: ['test/**/*.test-d.ts'], tsconfig: './tsconfig.json' },
         },
       })),

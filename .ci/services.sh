@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Make sure PostgreSQL and MariaDB answer on 127.0.0.1 with the credentials the tests expect:
-# start them if they are installed but stopped, install them from Debian's packages if absent.
+# Make sure PostgreSQL, MariaDB, Redis (127.0.0.1:6379) and a local 3-master Redis Cluster (7001-7003) answer
+# with the settings the tests expect: start them if they are installed but stopped, install them from Debian's
+# packages if absent.
 # Also install promtool (for ops/*.yml) when it is missing.
 set -euo pipefail
 
 have_pg() { pg_isready -q -h 127.0.0.1 -p 5432 2>/dev/null; }
 have_mysql() { mysqladmin ping -h 127.0.0.1 -P 3306 -uroot --silent >/dev/null 2>&1; }
+have_redis() { [ "$(redis-cli -h 127.0.0.1 -p 6379 ping 2>/dev/null)" = PONG ]; }
 
 wait_for() {
   local what=$1 check=$2
@@ -53,7 +55,17 @@ if ! have_mysql; then
   wait_for MariaDB have_mysql
 fi
 mysql -h 127.0.0.1 -uroot -e 'CREATE DATABASE IF NOT EXISTS test'
-echo "services: PostgreSQL and MariaDB are up"
+
+if ! have_redis; then
+  if ! command -v redis-server >/dev/null; then
+    echo "services: installing Redis"
+    apt_install redis-server
+  fi
+  redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 --save "" --appendonly no
+  wait_for Redis have_redis
+fi
+bash scripts/redis-cluster.sh
+echo "services: PostgreSQL, MariaDB, Redis and the Redis Cluster are up"
 
 # promtool checks the alert rules in ops/ (Debian's prometheus package ships it; its server is not needed).
 if ! command -v promtool >/dev/null 2>&1; then

@@ -24,8 +24,9 @@ try {
 
   const esm = `
 import { createIdempotency, isIdemError } from '@idem/core';
-import { createMemoryStore } from '@idem/store-memory';
+import { createMemoryStore, withReplayCache } from '@idem/store-memory';
 import { storeConformance } from '@idem/store-conformance';
+import { createRedisStore } from '@idem/store-redis';
 import { createSqlStore, ensureSchema } from '@idem/store-sql';
 import { idempotency as expressIdempotency } from '@idem/adapter-express';
 import fastifyIdempotency from '@idem/adapter-fastify';
@@ -37,10 +38,16 @@ import { v7 } from 'uuid'; // installed with @idem/client, its one dependency
 if (typeof createSqlStore !== 'function' || typeof ensureSchema !== 'function') throw new Error('store-sql');
 if (typeof expressIdempotency({ store: createMemoryStore() }) !== 'function') throw new Error('express');
 if (typeof fastifyIdempotency !== 'function') throw new Error('fastify');
+try {
+  createRedisStore({});
+  throw new Error('store-redis accepted an unknown client');
+} catch (error) {
+  if (!(error instanceof TypeError)) throw error;
+}
 const store = createMemoryStore();
 const registry = new Registry();
 const metrics = createIdempotencyMetrics({ registry });
-const idem = createIdempotency({ store, onEvent: [metrics.onEvent, createIdempotencyTracing().onEvent] });
+const idem = createIdempotency({ store: withReplayCache(store), onEvent: [metrics.onEvent, createIdempotencyTracing().onEvent] });
 const key = v7();
 const first = await idem.begin({ method: 'POST', route: '/x', body: { a: 1 }, key });
 if (first.action !== 'execute') throw new Error('expected execute');
@@ -65,7 +72,8 @@ console.log('esm ok');
 `;
   const cjs = `
 const { createIdempotency, validateUuidV7 } = require('@idem/core');
-const { createMemoryStore } = require('@idem/store-memory');
+const { createMemoryStore, withReplayCache } = require('@idem/store-memory');
+const { createRedisStore, recordKey } = require('@idem/store-redis');
 const { conformanceGroups } = require('@idem/store-conformance');
 const { schemaStatements } = require('@idem/store-sql');
 const { idempotency } = require('@idem/adapter-express');
@@ -81,6 +89,8 @@ if (!schemaStatements('postgres')[0].startsWith('CREATE TABLE IF NOT EXISTS')) t
 if (typeof idempotency !== 'function' || typeof fastifyPlugin.idempotency !== 'function') throw new Error('adapters');
 if (!validateUuidV7(v7()).ok) throw new Error('uuid');
 if (typeof createIdempotentFetch() !== 'function' || isReplay(new Response(null))) throw new Error('client');
+if (typeof createRedisStore !== 'function' || recordKey('p:', 'a{b}', 'k') !== 'p:{a%7Bb%7D:k}') throw new Error('store-redis');
+if (typeof withReplayCache !== 'function') throw new Error('replay cache');
 if (Object.keys(conformanceGroups).length < 6) throw new Error('groups');
 createIdempotency({ store: createMemoryStore({ sweepIntervalMs: false }) });
 console.log('cjs ok');

@@ -114,12 +114,14 @@ export type IdempotencyEvent =
     }
   | {
       /**
-       * A store's read cache answered a lookup (`hit`) or had to ask its backend (`miss`). Emitted by stores
-       * that keep one, through their own `onEvent`.
+       * A replay cache in front of a store (`withReplayCache` in `@idem/store-memory`) answered a `reserve` or
+       * `load` from memory (`hit`, no round trip) or passed it to the store (`miss`).
        */
       readonly type: 'cache';
       readonly outcome: 'hit' | 'miss';
       readonly operation: 'reserve' | 'load';
+      readonly scope: string;
+      readonly key: string;
     }
   | {
       readonly type: 'purged';

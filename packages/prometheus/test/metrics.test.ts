@@ -140,8 +140,8 @@ describe('@idem/prometheus on a real registry, read back from the scraped text',
     expect(await first.execution.finish(created)).toBe('lease-lost');
     await second.execution.finish(created);
     metrics.onEvent({ type: 'purged', count: 7, batches: 1, durationMs: 3 });
-    metrics.onEvent({ type: 'cache', outcome: 'hit', operation: 'reserve' });
-    metrics.onEvent({ type: 'cache', outcome: 'miss', operation: 'load' });
+    metrics.onEvent({ type: 'cache', outcome: 'hit', operation: 'reserve', scope: 's', key: 'k' });
+    metrics.onEvent({ type: 'cache', outcome: 'miss', operation: 'load', scope: 's', key: 'k' });
     metrics.onEvent({ type: 'evicted', scope: 's', key: 'k', reason: 'capacity' });
 
     const samples = await scrape(registry);

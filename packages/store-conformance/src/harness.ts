@@ -34,12 +34,22 @@ export interface ConformanceOptions {
   readonly instances?: number;
   /** The size of the large-body round trip, in bytes. @default 1 MiB */
   readonly largeBodyBytes?: number;
+  /**
+   * Declare that the backend deletes expired records itself (Redis `PEXPIREAT`, a TTL index), with the reason.
+   * Such a store's `purgeExpired` has nothing left to count, and records the kit writes with 1970 expiry times
+   * vanish at once, so the three purge-count tests are replaced (and the kit says so in their names and on the
+   * console) by tests that `purgeExpired` returns a count and never deletes an unexpired record, and that an
+   * expired record that is still there is replaced by `reserve` and never replayed.
+   * @default undefined (the store purges: the purge-count tests run)
+   */
+  readonly nativeExpiry?: { readonly reason: string };
 }
 
 export interface ResolvedOptions {
   readonly concurrency: number;
   readonly instances: number;
   readonly largeBodyBytes: number;
+  readonly nativeExpiry: { readonly reason: string } | undefined;
 }
 
 export function resolveOptions(options: ConformanceOptions = {}): ResolvedOptions {
@@ -47,6 +57,7 @@ export function resolveOptions(options: ConformanceOptions = {}): ResolvedOption
     concurrency: options.concurrency ?? 50,
     instances: options.instances ?? 5,
     largeBodyBytes: options.largeBodyBytes ?? 1024 * 1024,
+    nativeExpiry: options.nativeExpiry,
   };
 }
 

@@ -1,13 +1,22 @@
 import { setImmediate as tick } from 'node:timers/promises';
 import type { IdempotencyRecord, IdempotencyStore } from '@idem/core';
-import { type ConformanceGroup, conformanceGroups, type TestHarness } from '@idem/store-conformance';
+import {
+  type ConformanceGroup,
+  type ConformanceOptions,
+  conformanceGroups,
+  type TestHarness,
+} from '@idem/store-conformance';
 import { describe, expect, test } from 'vitest';
 import { createReferenceStore, decideReserve } from './support/reference-store.js';
 
 type GroupName = keyof typeof conformanceGroups;
 
 /** Run one group of the kit against a store with a collecting harness; return the names of failed tests. */
-async function failuresOf(group: ConformanceGroup, makeStore: () => IdempotencyStore): Promise<string[]> {
+async function failuresOf(
+  group: ConformanceGroup,
+  makeStore: () => IdempotencyStore,
+  options: ConformanceOptions = {},
+): Promise<{ failed: string[]; names: string[] }> {
   const tests: { name: string; body: () => Promise<void> }[] = [];
   const path: string[] = [];
   const harness: TestHarness = {
@@ -20,13 +29,13 @@ async function failuresOf(group: ConformanceGroup, makeStore: () => IdempotencyS
       tests.push({ name: [...path, name].join(' > '), body });
     },
   };
-  group(harness, () => ({ store: makeStore() }), { concurrency: 20 });
+  group(harness, () => ({ store: makeStore() }), { concurrency: 20, ...options });
   expect(tests.length).toBeGreaterThan(0);
   const failed: string[] = [];
   for (const { name, body } of tests) {
     await body().catch(() => failed.push(name));
   }
-  return failed;
+  return { failed, names: tests.map((t) => t.name) };
 }
 
 const id = (scope: string, key: string) => JSON.stringify([scope, key]);
@@ -193,18 +202,97 @@ const brokenStores: [string, GroupName, RegExp, () => IdempotencyStore][] = [
   ],
 ];
 
+const nativeExpiry = { nativeExpiry: { reason: 'the backend expires records itself' } };
+
+// A store whose backend expires records itself: purge finds nothing to count.
+const nativeStore = () =>
+  createReferenceStore(() => ({
+    async purgeExpired() {
+      return 0;
+    },
+  }));
+
+// Broken stores that declare native expiry, and the native-expiry test that must catch each.
+const brokenNativeStores: [string, RegExp, () => IdempotencyStore][] = [
+  [
+    'a store that replays an expired record it has not evicted yet',
+    /completed record whose expiresAtMs <= nowMs MUST be replaced/,
+    () =>
+      createReferenceStore((records, store) => ({
+        async reserve(p) {
+          const existing = records.get(id(p.scope, p.key));
+          if (existing?.response != null) return { outcome: 'exists', record: existing };
+          return store.reserve(p);
+        },
+        async purgeExpired() {
+          return 0;
+        },
+      })),
+  ],
+  [
+    'a store that compares expiry with > instead of >= (replays in the millisecond of expiry)',
+    /completed record whose expiresAtMs <= nowMs MUST be replaced/,
+    () =>
+      createReferenceStore((_records, store) => ({
+        reserve: (p) => store.reserve({ ...p, nowMs: p.nowMs - 1 }).then((r) => r),
+        async purgeExpired() {
+          return 0;
+        },
+      })),
+  ],
+  [
+    'a store whose purge deletes records that have not expired',
+    /MUST NOT delete a record with expiresAtMs >= beforeMs/,
+    () =>
+      createReferenceStore((records) => ({
+        async purgeExpired({ beforeMs }) {
+          for (const [recordId, record] of records)
+            if (record.expiresAtMs <= beforeMs) records.delete(recordId);
+          return 0;
+        },
+      })),
+  ],
+];
+
 describe('the kit passes a correct store', () => {
   test.each(Object.entries(conformanceGroups))('group %s passes on the reference store', async (_, group) => {
-    expect(await failuresOf(group, () => createReferenceStore())).toEqual([]);
+    expect((await failuresOf(group, () => createReferenceStore())).failed).toEqual([]);
+  });
+
+  test('the expiry group passes a correct store with native expiry, and names what it replaced', async () => {
+    const { failed, names } = await failuresOf(conformanceGroups.expiry, nativeStore, nativeExpiry);
+    expect(failed).toEqual([]);
+    expect(names.length).toBe(3);
+    for (const name of names) {
+      expect(name).toContain(
+        'replaces the 3 purge-count tests: native expiry: the backend expires records itself',
+      );
+    }
+  });
+
+  test('without nativeExpiry, the purge-count tests fail a store that only has native expiry (no silent pass)', async () => {
+    const { failed } = await failuresOf(conformanceGroups.expiry, nativeStore);
+    expect(failed.length).toBe(3);
   });
 });
 
 describe('the kit fails broken stores, in the matching group', () => {
   test.each(brokenStores)('%s fails the %s group', async (_, groupName, expectedFailure, makeStore) => {
-    const failed = await failuresOf(conformanceGroups[groupName], makeStore);
+    const { failed } = await failuresOf(conformanceGroups[groupName], makeStore);
     expect(
       failed.some((name) => expectedFailure.test(name)),
       `failed: ${failed.join('; ') || 'none'}`,
     ).toBe(true);
   });
+
+  test.each(brokenNativeStores)(
+    'native expiry: %s fails the expiry group',
+    async (_, expectedFailure, makeStore) => {
+      const { failed } = await failuresOf(conformanceGroups.expiry, makeStore, nativeExpiry);
+      expect(
+        failed.some((name) => expectedFailure.test(name)),
+        `failed: ${failed.join('; ') || 'none'}`,
+      ).toBe(true);
+    },
+  );
 });

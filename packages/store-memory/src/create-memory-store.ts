@@ -1,6 +1,7 @@
 import {
   type Clock,
   decideReservation,
+  hasListeners,
   type IdempotencyEventListener,
   type IdempotencyRecord,
   type IdempotencyStore,
@@ -8,7 +9,6 @@ import {
   newReservation,
   type ReserveParams,
   type ReserveResult,
-  hasListeners,
   safeListener,
   systemClock,
 } from '@idem/core';

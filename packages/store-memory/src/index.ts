@@ -4,3 +4,4 @@ export {
   type MemoryStore,
   type MemoryStoreOptions,
 } from './create-memory-store.js';
+export { type ReplayCacheOptions, withReplayCache } from './replay-cache.js';

@@ -1,0 +1,117 @@
+import {
+  type Clock,
+  type IdempotencyEventListener,
+  type IdempotencyRecord,
+  type IdempotencyStore,
+  safeListener,
+  systemClock,
+} from '@idem/core';
+import { LRUCache } from 'lru-cache';
+
+/** Options of {@link withReplayCache}. */
+export interface ReplayCacheOptions {
+  /** The most completed records kept in memory; the least recently used go first. @default 10_000 */
+  readonly maxEntries?: number;
+  /**
+   * Also bound the memory they take, in bytes (each record counts its body, its headers and 256 bytes). A
+   * record larger than this is simply not cached.
+   * @default none
+   */
+  readonly maxBytes?: number;
+  /**
+   * The clock `load` checks expiry with (it has no `nowMs` of its own; `reserve` uses the caller's).
+   * @default the system clock
+   */
+  readonly clock?: Clock;
+  /** Receives a `cache` event (`hit` or `miss`) for every `reserve` and `load`. Pass the coordinator's listener. */
+  readonly onEvent?: IdempotencyEventListener;
+}
+
+const RECORD_OVERHEAD_BYTES = 256;
+const idOf = (scope: string, key: string): string => `${scope.length}:${scope}${key}`;
+const sizeOf = (record: IdempotencyRecord): number => {
+  const { response } = record;
+  let headers = 0;
+  for (const [name, value] of Object.entries(response?.headers ?? {})) headers += name.length + value.length;
+  return RECORD_OVERHEAD_BYTES + headers + (response?.body?.byteLength ?? 0);
+};
+
+/**
+ * Put an in-process cache of completed records in front of any store, so that a replay (the retry of a request
+ * that already has its answer) costs no round trip: `reserve` and `load` of a cached record are answered from
+ * memory while it has not expired (`nowMs < expiresAtMs`; past that it is dropped and the store is asked).
+ *
+ * This is safe without any invalidation between nodes because a completed record never changes before it
+ * expires: `finalize` and `renewLease` only touch in-flight records, `release` never deletes a completed one,
+ * `reserve` replaces one only once it expired, and `purgeExpired` deletes only expired ones. So in-flight
+ * records are never cached, and every fenced call (`finalize`, `release`, `renewLease`) and `purgeExpired` go
+ * to the store, which stays the one place that decides. `limits` and `close` are the store's.
+ *
+ * Records are shared between callers: treat them as immutable, as the coordinator does.
+ *
+ * @param store The store to put the cache in front of (memory, SQL, Redis or yours).
+ * @param options Bounds (`maxEntries`, `maxBytes`), the clock of `load`, and `onEvent` for hit/miss events.
+ *
+ * @example
+ * const store = withReplayCache(createSqlStore(db, { dialect: 'postgres' }), { maxEntries: 50_000, maxBytes: 64 << 20 });
+ * const idem = createIdempotency({ store });
+ */
+export function withReplayCache(store: IdempotencyStore, options: ReplayCacheOptions = {}): IdempotencyStore {
+  const clock = options.clock ?? systemClock;
+  const emit = safeListener(options.onEvent);
+  const { maxBytes } = options;
+  if (maxBytes !== undefined && !(maxBytes > 0))
+    throw new RangeError(`maxBytes must be positive, got ${maxBytes}`);
+  const cache = new LRUCache<string, IdempotencyRecord>({
+    max: options.maxEntries ?? 10_000,
+    ...(maxBytes === undefined ? {} : { maxSize: maxBytes, sizeCalculation: sizeOf }),
+  });
+
+  /** The cached record of (scope, key) if it is still alive at `nowMs`; an expired one is dropped. */
+  const hit = (id: string, nowMs: number): IdempotencyRecord | undefined => {
+    const record = cache.get(id);
+    if (record === undefined) return undefined;
+    if (nowMs < record.expiresAtMs) return record;
+    cache.delete(id);
+    return undefined;
+  };
+  /** Keep a record the store answered with, when it is completed and alive: it cannot change until it expires. */
+  const keep = (id: string, record: IdempotencyRecord | undefined, nowMs: number): void => {
+    if (record !== undefined && record.response !== null && nowMs < record.expiresAtMs) cache.set(id, record);
+  };
+
+  const cached: IdempotencyStore = {
+    async reserve(params) {
+      const id = idOf(params.scope, params.key);
+      const record = hit(id, params.nowMs);
+      const ref = { scope: params.scope, key: params.key };
+      if (record !== undefined) {
+        emit({ type: 'cache', outcome: 'hit', operation: 'reserve', ...ref });
+        return { outcome: 'exists', record };
+      }
+      emit({ type: 'cache', outcome: 'miss', operation: 'reserve', ...ref });
+      const result = await store.reserve(params);
+      if (result.outcome === 'exists') keep(id, result.record, params.nowMs);
+      return result;
+    },
+    async load(ref) {
+      const id = idOf(ref.scope, ref.key);
+      const nowMs = clock.nowMs();
+      const record = hit(id, nowMs);
+      emit({ type: 'cache', outcome: record === undefined ? 'miss' : 'hit', operation: 'load', ...ref });
+      if (record !== undefined) return record;
+      const loaded = await store.load(ref);
+      keep(id, loaded, nowMs);
+      return loaded;
+    },
+    finalize: (params) => store.finalize(params),
+    release: (params) => store.release(params),
+    renewLease: (params) => store.renewLease(params),
+    purgeExpired: (params) => store.purgeExpired(params),
+  };
+  return {
+    ...cached,
+    ...(store.limits === undefined ? {} : { limits: store.limits }),
+    ...(store.close === undefined ? {} : { close: async () => await store.close?.() }),
+  };
+}
