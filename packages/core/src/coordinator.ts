@@ -213,6 +213,13 @@ export function createIdempotency<Host = unknown>(options: IdempotencyOptions<Ho
   );
   const headerName = (options.headerName ?? 'idempotency-key').toLowerCase();
   const keyFormat = options.keyFormat ?? 'uuidv7';
+  // The clock is read for a key only when something looks at the time: a custom format, or the skew check.
+  const { maxFutureSkewMs } = options;
+  const timeless = { nowMs: 0, maxFutureSkewMs: undefined };
+  const keyContext =
+    typeof keyFormat === 'function' || maxFutureSkewMs !== undefined
+      ? () => ({ nowMs: clock.nowMs(), maxFutureSkewMs })
+      : () => timeless;
   const lifetimeMs = positive('lifetimeMs', options.lifetimeMs ?? 86_400_000);
   const graceMs = options.graceMs ?? 60_000;
   const leaseMs = positive('leaseMs', options.leaseMs ?? 30_000);
@@ -494,10 +501,7 @@ export function createIdempotency<Host = unknown>(options: IdempotencyOptions<Ho
         }),
       };
     }
-    const parsed = parseIdempotencyKey(request.key, keyFormat, {
-      nowMs: clock.nowMs(),
-      maxFutureSkewMs: options.maxFutureSkewMs,
-    });
+    const parsed = parseIdempotencyKey(request.key, keyFormat, keyContext());
     if (!parsed.ok) {
       return {
         action: 'reject',
@@ -511,7 +515,7 @@ export function createIdempotency<Host = unknown>(options: IdempotencyOptions<Ho
       ref: { scope: request.scope ?? '', key: parsed.key, method: request.method, route: request.route },
       fingerprint: fingerprintOf(request),
       owner: randomUUID(),
-      startedMs: performance.now(),
+      startedMs: listening ? performance.now() : 0,
     };
     // Reserved later, by the handler, inside its own transaction.
     if (reserveInTransaction) return { action: 'execute', execution: executionOf(attempt, 'pending') };

@@ -217,6 +217,8 @@ const CHUNK_CHARS = 64 * 1024;
  * does not apply.
  */
 function nativeCanonicalJson(value: unknown): string | undefined {
+  const flat = flatCanonicalJson(value);
+  if (flat !== null) return flat;
   const keys = new Set<string>();
   let objects = 0;
   let members = 0;
@@ -248,6 +250,23 @@ function nativeCanonicalJson(value: unknown): string | undefined {
   } catch {
     return undefined; // nested deeper than the engine's serializer goes: the general path is iterative
   }
+}
+
+/**
+ * The common body, one object of scalar members: its own sorted names are the whole key list, with no walk.
+ * `null` when the value is not such an object (the walk decides then); undefined when the general path must.
+ */
+function flatCanonicalJson(value: unknown): string | undefined | null {
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) return null;
+  if (typeof (value as { toJSON?: unknown }).toJSON === 'function') return undefined;
+  const names = Object.keys(value);
+  for (const name of names) {
+    const member = (value as Record<string, unknown>)[name];
+    if (typeof member === 'object' && member !== null) return null;
+    if (typeof member === 'bigint' || (typeof member === 'number' && !Number.isFinite(member))) return undefined;
+    if (name === '__proto__') return undefined;
+  }
+  return JSON.stringify(value, names.sort());
 }
 
 function scalarJson(node: unknown): string {

@@ -28,7 +28,7 @@ export function parseIdempotencyKey(
     return { ok: false, reason: 'the Idempotency-Key header must hold a single value' };
   }
   if (format === 'uuidv7') {
-    return validateUuidV7(header, { maxFutureSkewMs: context.maxFutureSkewMs, nowMs: context.nowMs });
+    return validateUuidV7(header, context);
   }
   if (format === 'token') {
     return validateToken(header);

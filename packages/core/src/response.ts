@@ -72,7 +72,10 @@ export interface StoreResponseOptions {
  */
 export function toStoredResponse(response: CapturedResponse, options: StoreResponseOptions): StoredResponse {
   const headers: Record<string, string> = {};
-  for (const [name, value] of Object.entries(response.headers)) {
+  const captured = response.headers;
+  for (const name in captured) {
+    if (!Object.hasOwn(captured, name)) continue;
+    const value = captured[name];
     const lower = name.toLowerCase();
     if (value === undefined || !options.allowHeaders.has(lower) || NEVER_STORED_HEADERS.has(lower)) continue;
     if (lower === 'content-encoding') continue;

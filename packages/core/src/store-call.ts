@@ -1,5 +1,5 @@
 import { IdemStoreLimitError, IdemStoreUnavailableError, isStoreLimitError } from './errors.js';
-import type { IdempotencyEventListener, StoreOperation } from './events.js';
+import { hasListeners, type IdempotencyEventListener, type StoreOperation } from './events.js';
 
 /** Identifies the record a store call is about, and the request it is for, for events. */
 export interface CallRef {
@@ -15,7 +15,8 @@ export interface CallRef {
  * Run one store call under the coordinator's timeout. A fault (an exception, or no answer in time) becomes an
  * {@link IdemStoreUnavailableError} after a `store-error` event; a value the store refused becomes an
  * {@link IdemStoreLimitError} after a `store-limit` event. `onLateResult` receives a result that arrives
- * after the call timed out, so that the caller can undo its effect.
+ * after the call timed out, so that the caller can undo its effect. `durationMs` is measured only when the
+ * coordinator has event listeners (it is 0 otherwise): it is there for events.
  */
 export type StoreCall = <T>(
   operation: StoreOperation,
@@ -66,6 +67,23 @@ class Deadlines {
     this.#timeoutMs = timeoutMs;
   }
 
+  /** `call`, or a {@link StoreTimeoutError} if it has not settled by the deadline. */
+  race<T>(operation: StoreOperation, call: Promise<T>): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      const watched = this.watch(operation, reject);
+      call.then(
+        (value) => {
+          watched.reject = undefined;
+          resolve(value);
+        },
+        (error: unknown) => {
+          watched.reject = undefined;
+          reject(error);
+        },
+      );
+    });
+  }
+
   watch(operation: StoreOperation, reject: (error: Error) => void): Watched {
     const entry: Watched = { deadlineMs: performance.now() + this.#timeoutMs, operation, reject };
     // Calls that settled leave the front as new ones come: the queue holds about what is in flight.
@@ -111,13 +129,15 @@ class Deadlines {
 export function storeCall(options: StoreCallOptions): StoreCall {
   const { timeoutMs, emit } = options;
   const deadlines = new Deadlines(timeoutMs);
+  // Durations are for events: without a listener, the clock is not read.
+  const timed = hasListeners(emit);
   return async function callStore<T>(
     operation: StoreOperation,
     ref: CallRef,
     run: () => Promise<T>,
     onLateResult: (value: T) => void = () => {},
   ): Promise<{ value: T; durationMs: number }> {
-    const startedMs = performance.now();
+    const startedMs = timed ? performance.now() : 0;
     let call: Promise<T>;
     try {
       call = run();
@@ -125,20 +145,16 @@ export function storeCall(options: StoreCallOptions): StoreCall {
       call = Promise.reject(error); // a store that throws synchronously is still a store fault
     }
     try {
-      const value = await new Promise<T>((resolve, reject) => {
-        const watched = deadlines.watch(operation, reject);
-        call.then(
-          (value) => {
-            watched.reject = undefined;
-            resolve(value);
-          },
-          (error: unknown) => {
-            watched.reject = undefined;
-            reject(error);
-          },
-        );
-      });
-      return { value, durationMs: performance.now() - startedMs };
+      // An in-process store (memory, a cache hit) has answered by the next microtask: then no deadline is
+      // watched at all. Anything slower is raced against its deadline.
+      let settled = false;
+      const mark = () => {
+        settled = true;
+      };
+      call.then(mark, mark);
+      await undefined;
+      const value = settled ? await call : await deadlines.race(operation, call);
+      return { value, durationMs: timed ? performance.now() - startedMs : 0 };
     } catch (error) {
       if (isStoreLimitError(error)) {
         // Not a fault: the same request can never be stored, so retrying it must not look worth it.

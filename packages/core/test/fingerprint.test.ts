@@ -122,6 +122,15 @@ describe('request fingerprint', () => {
     ],
     ['a Date via toJSON (the general path)', { at: new Date(0), b: 1 }],
     ['a top-level primitive', 'just a string'],
+    [
+      'a flat object (the flat path)',
+      { z: 1, a: 'x', m: null, t: true, u: undefined, f: () => 1, n: -0, '10': 1, '2': 2, é: 'é' },
+    ],
+    ['a flat object with NaN and Infinity', { a: Number.NaN, b: Number.POSITIVE_INFINITY, c: 1 }],
+    ['a flat object with a bigint', { a: 10n ** 30n, b: 1 }],
+    ['a flat object with an own __proto__ member', JSON.parse('{"__proto__":1,"a":2}')],
+    ['a flat object with a toJSON member', { toJSON: () => ({ replaced: true }), a: 1 }],
+    ['an empty object', {}],
   ])('the native and the general canonical JSON agree: %s', (_, body) => {
     const general = computeFingerprint({ ...base, body }, { excludeFields: ['no.such.field'] });
     expect(computeFingerprint({ ...base, body })).toBe(general);
