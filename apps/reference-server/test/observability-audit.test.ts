@@ -189,6 +189,27 @@ describe('audit lines resist hostile text', () => {
     expect(text).not.toMatch(/^\{"decision"/m);
   });
 
+  test('with the level off, no line is built: the principal is not even masked', () => {
+    const { chunks, stream } = capture();
+    let masked = 0;
+    const audit = createAuditLog(pino({ level: 'error' }, stream), {
+      maskPrincipal: (principal) => {
+        masked++;
+        return principal;
+      },
+      splitScope,
+    });
+    for (const event of events) audit(event);
+    expect(masked).toBe(0);
+    expect(chunks).toEqual([]);
+    const warnings = createAuditLog(pino({ level: 'warn' }, stream), {
+      maskPrincipal: principalMasker('k'),
+      splitScope,
+    });
+    for (const event of events) warnings(event);
+    expect(chunks.join('').split('\n').filter(Boolean)).toHaveLength(1); // the lease-lost warning only
+  });
+
   test('the mask keeps at most 3 characters (a third of short names) and a keyed hash', () => {
     const mask = principalMasker('key-1');
     expect(mask('anonymous')).toMatch(/^ano\*\*\*#[0-9a-f]{8}$/);
@@ -196,6 +217,11 @@ describe('audit lines resist hostile text', () => {
     expect(mask('al')).toMatch(/^\*\*\*#/);
     expect(mask('alice')).toBe(mask('alice'));
     expect(mask('alice')).not.toBe(mask('alicf'));
+    // Remembered masks stay right past the bound, when the memo starts over.
+    const first = mask('alice');
+    const fresh = principalMasker('key-1');
+    for (let i = 0; i < 2_500; i++) expect(mask(`user-${i}`)).toBe(fresh(`user-${i}`));
+    expect(mask('alice')).toBe(first);
     expect(principalMasker('key-2')('alice')).not.toBe(mask('alice'));
     expect(principalMasker(undefined)('alice')).not.toBe(principalMasker(undefined)('alice'));
   });

@@ -5,6 +5,8 @@ import { logText } from './log-text.js';
 export interface AuditSink {
   info(fields: object, message: string): void;
   warn(fields: object, message: string): void;
+  /** pino's: when the level is off, no line is built at all (no masking, no escaping). */
+  isLevelEnabled?(level: 'info' | 'warn'): boolean;
 }
 
 /** What an audit line says was decided for a key. */
@@ -42,6 +44,7 @@ export function createAuditLog(sink: AuditSink, options: AuditLogOptions): Idemp
     details: Record<string, unknown>,
     warn = false,
   ): void => {
+    if (sink.isLevelEnabled?.(warn ? 'warn' : 'info') === false) return;
     const { prefix, principal } = options.splitScope(event.scope);
     const fields = {
       audit: 'idempotency',

@@ -1,6 +1,8 @@
 import { createHmac, randomBytes } from 'node:crypto';
 import { logText } from './log-text.js';
 
+const MAX_REMEMBERED = 1_000;
+
 /**
  * Masks principals for logs, as seed 001 §13 asks ("masked in logs … e.g. user-***"): the first characters
  * stay (at most 3, and at most a third of the name, so a short name gives little away), the rest becomes
@@ -12,9 +14,17 @@ import { logText } from './log-text.js';
  */
 export function principalMasker(hashKey: string | undefined): (principal: string) => string {
   const key = hashKey ?? randomBytes(32).toString('hex');
+  // A server sees few principals and masks one per audit line: each is hashed once (bounded, then cleared).
+  const masked = new Map<string, string>();
   return (principal) => {
-    const visible = Math.min(3, Math.floor(principal.length / 3));
-    const hash = createHmac('sha256', key).update(principal).digest('hex').slice(0, 8);
-    return `${logText(principal.slice(0, visible))}***#${hash}`;
+    let mask = masked.get(principal);
+    if (mask === undefined) {
+      const visible = Math.min(3, Math.floor(principal.length / 3));
+      const hash = createHmac('sha256', key).update(principal).digest('hex').slice(0, 8);
+      mask = `${logText(principal.slice(0, visible))}***#${hash}`;
+      if (masked.size >= MAX_REMEMBERED) masked.clear();
+      masked.set(principal, mask);
+    }
+    return mask;
   };
 }
