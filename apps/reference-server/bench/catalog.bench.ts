@@ -1,5 +1,6 @@
 // pnpm bench: the catalog's throughput with and without Idempotency-Key, side by side in one run, for
-// namespace creates and table commits, on SQLite and PostgreSQL. The server runs on core 0, autocannon on core 1.
+// namespace creates and table commits, on SQLite and PostgreSQL, and replays of one key (every request a
+// retry of the same create) against creates without a key. The server runs on core 0, autocannon on core 1.
 import { machine, perSecond, printTable, ratio } from '../../../scripts/bench.js';
 import { drive, type Operation, prepare, startCatalog } from './catalog-load.js';
 
@@ -34,11 +35,14 @@ for (const database of databases) {
     const measured: Record<string, number> = {};
     // Unkeyed first and last (averaged, so that drift hits both sides), keyed between; a fresh database and
     // server process for each run.
-    for (const [name, keyed] of [
+    // Creates also measure replays: every request the retry of one create, with its key, from 16 connections.
+    const runs = [
       ['plain', false],
       ['keyed', true],
+      ...(operation === 'create' ? ([['replay', true]] as const) : []),
       ['plainAgain', false],
-    ] as const) {
+    ] as const;
+    for (const [name, keyed] of runs) {
       const pg = database === 'postgres' ? await freshPostgres() : undefined;
       const server = await startCatalog({
         DATABASE_URL:
@@ -47,8 +51,9 @@ for (const database of databases) {
       });
       try {
         await prepare(server.url);
-        await drive(server.url, { operation, keyed, seconds: 1 }); // warm-up
-        const result = await drive(server.url, { operation, keyed, seconds });
+        const retryShare = name === 'replay' ? 1 : 0;
+        await drive(server.url, { operation, keyed, seconds: 1, retryShare }); // warm-up
+        const result = await drive(server.url, { operation, keyed, seconds, retryShare });
         if (result.errors > 0) throw new Error(`${result.errors} errors in ${name} ${operation}`);
         measured[name] = result.requestsPerSecond;
       } finally {
@@ -60,6 +65,11 @@ for (const database of databases) {
     const keyed = measured.keyed as number;
     rows.push([`${operation}: without a key`, perSecond(plain)]);
     rows.push([`${operation}: with a key`, `${perSecond(keyed)}  (${ratio(keyed / plain)} of without)`]);
+    if (measured.replay !== undefined)
+      rows.push([
+        `${operation}: replays of one key`,
+        `${perSecond(measured.replay)}  (${ratio(measured.replay / plain)} of creates without a key)`,
+      ]);
   }
   printTable(`reference server on ${database}`, rows);
 }
