@@ -1,18 +1,11 @@
 // The load the catalog benchmarks drive: unique namespace creates and table commits spread over many tables,
 // keyed or not, with autocannon. Shared by `pnpm bench` (throughput ratios) and `pnpm loadtest` (latency).
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { randomUUID } from 'node:crypto';
 import { existsSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import autocannon from 'autocannon';
-
-/** A UUIDv7 key: 48 bits of time, version 7, variant 10, the rest random. */
-export function uuidv7(): string {
-  const hex = Date.now().toString(16).padStart(12, '0');
-  const rest = randomUUID().replaceAll('-', '');
-  return `${hex.slice(0, 8)}-${hex.slice(8)}-7${rest.slice(13, 16)}-${((Number.parseInt(rest[16] as string, 16) & 3) | 8).toString(16)}${rest.slice(17, 20)}-${rest.slice(20, 32)}`;
-}
+import { v7 } from 'uuid';
 
 // Where taskset exists, each server gets its own core and this process (the load generator) another, so that
 // they do not steal each other's time.
@@ -135,7 +128,7 @@ export async function drive(
             setupRequest: (request) => {
               const retry = last !== undefined && Math.random() < (options.retryShare ?? 0);
               const { path, body, key } =
-                retry && last !== undefined ? last : { ...next(options.operation), key: uuidv7() };
+                retry && last !== undefined ? last : { ...next(options.operation), key: v7() };
               last = { path, key, ...(body === undefined ? {} : { body }) };
               return {
                 ...request,

@@ -5,10 +5,11 @@
 import { writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import autocannon from 'autocannon';
+import { v7 } from 'uuid';
 import * as vega from 'vega';
 import * as vl from 'vega-lite';
 import { machine } from '../../../scripts/bench.js';
-import { next, type Operation, prepare, type Server, startCatalog, uuidv7 } from './catalog-load.js';
+import { next, type Operation, prepare, type Server, startCatalog } from './catalog-load.js';
 
 const PG_URL = process.env.PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 const SECONDS = Number(process.env.LOADTEST_SECONDS ?? 6);
@@ -55,7 +56,7 @@ async function driveMix(urls: readonly string[], keyed: boolean, rate: number, s
                 {
                   setupRequest: (request) => {
                     const retry = last !== undefined && Math.random() < 0.1;
-                    const fresh = retry ? undefined : { ...next(pick()), key: uuidv7() };
+                    const fresh = retry ? undefined : { ...next(pick()), key: v7() };
                     const chosen = retry && last !== undefined ? { method: 'POST' as const, ...last } : fresh;
                     if (chosen === undefined) throw new Error('unreachable');
                     if (chosen.method === 'POST') {

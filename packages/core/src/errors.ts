@@ -126,3 +126,5 @@ export const IdempotencyKeyReusedError = IdemKeyReusedError;
 export const IdempotencyInProgressError = IdemInProgressError;
 /** @deprecated Renamed {@link IdemStoreUnavailableError}; this name goes in the next minor release. */
 export const StoreUnavailableError = IdemStoreUnavailableError;
+/** @deprecated Renamed {@link IdemStoreLimitError}; this name goes in the next minor release. */
+export const StoreLimitError = IdemStoreLimitError;

@@ -23,6 +23,7 @@ export {
   IdemStoreUnavailableError,
   isIdemError,
   isStoreLimitError,
+  StoreLimitError,
   StoreUnavailableError,
 } from './errors.js';
 export {

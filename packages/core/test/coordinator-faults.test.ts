@@ -1,6 +1,7 @@
 import { ErrorCode, isIdemError } from '@idem/core';
+import { v7 } from 'uuid';
 import { describe, expect, test } from 'vitest';
-import { created, expectExecute, expectReject, KEY, post, setup } from './support/coordinator.js';
+import { created, expectExecute, expectReject, post, setup } from './support/coordinator.js';
 
 describe('coordinator: store faults and leases (design §4 row 4, heartbeat)', () => {
   test('a store that throws: fail closed with 503 IDEMPOTENCY_STORE_UNAVAILABLE and Retry-After', async () => {
@@ -24,21 +25,19 @@ describe('coordinator: store faults and leases (design §4 row 4, heartbeat)', (
 
   test('store calls share one deadline timer: each hung call times out on its own, answered ones are untouched', async () => {
     const { idem, backend } = setup({ storeTimeoutMs: 40 });
-    let n = 0;
-    const keyNo = (i: number) => `${KEY.slice(0, -2)}${String(i).padStart(2, '0')}`;
     backend.inject('reserve', 'hang');
-    const first = idem.begin(post({ key: keyNo(++n) }));
+    const first = idem.begin(post({ key: v7() }));
     await new Promise((resolve) => setTimeout(resolve, 15));
-    const second = idem.begin(post({ key: keyNo(++n) })); // started later: its deadline is later
+    const second = idem.begin(post({ key: v7() })); // started later: its deadline is later
     backend.inject('reserve', undefined);
-    const answered = idem.begin(post({ key: keyNo(++n) })); // answers at once, between two hung calls
+    const answered = idem.begin(post({ key: v7() })); // answers at once, between two hung calls
     expectExecute(await answered);
     expectReject(await first, 503, ErrorCode.StoreUnavailable);
     expectReject(await second, 503, ErrorCode.StoreUnavailable);
     backend.resume();
     // After the queue drained, a new hung call still times out (the timer is armed again).
     backend.inject('reserve', 'hang');
-    expectReject(await idem.begin(post({ key: keyNo(++n) })), 503, ErrorCode.StoreUnavailable);
+    expectReject(await idem.begin(post({ key: v7() })), 503, ErrorCode.StoreUnavailable);
     backend.resume();
   });
 

@@ -2,11 +2,12 @@ import { createIdempotency, type IdempotencyStore, type IdempotentRequest } from
 import { createIdempotencyMetrics } from '@idem/prometheus';
 import { createMemoryStore } from '@idem/store-memory';
 import { Registry } from 'prom-client';
+import { v7 } from 'uuid';
 import { describe, expect, test } from 'vitest';
 import { scrape, total } from './support/scrape.js';
 
-const KEY = '0190b7e2-5a5d-7c3e-8f00-1234567890ab';
-const OTHER_KEY = '0190b7e2-5a5d-7c3e-8f00-000000000001';
+const KEY = v7();
+const OTHER_KEY = v7();
 const ROUTE = '/v1/orders/:id';
 
 const post = (overrides: Partial<IdempotentRequest> = {}): IdempotentRequest => ({
@@ -163,9 +164,7 @@ describe('@idem/prometheus: labels stay bounded and clean', () => {
     const { registry, idem } = setup({ maxOperations: 10 });
     for (let i = 0; i < 2_000; i++) {
       const route = `/raw/${i}`; // a host that (wrongly) passes raw paths as routes
-      await idem.begin(
-        post({ route, path: route, key: `0190b7e2-5a5d-7c3e-8f00-${String(i).padStart(12, '0')}` }),
-      );
+      await idem.begin(post({ route, path: route, key: v7() }));
     }
     const samples = await scrape(registry);
     const operations = new Set(
@@ -212,7 +211,7 @@ describe('@idem/prometheus: labels stay bounded and clean', () => {
   test('executions that never end are forgotten past maxTracked: the gauge stays bounded', async () => {
     const { registry, idem } = setup({ maxTracked: 5 });
     for (let i = 0; i < 20; i++) {
-      await idem.begin(post({ key: `0190b7e2-5a5d-7c3e-8f00-${String(i).padStart(12, '0')}` }));
+      await idem.begin(post({ key: v7() }));
     }
     expect(total(await scrape(registry), 'idempotency_active_keys_count')).toBe(5);
   });

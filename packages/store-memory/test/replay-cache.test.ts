@@ -1,7 +1,7 @@
-import { randomUUID } from 'node:crypto';
 import type { IdempotencyEvent, IdempotencyStore, StoredResponse } from '@idem/core';
 import { storeConformance } from '@idem/store-conformance';
 import { createMemoryStore, withReplayCache } from '@idem/store-memory';
+import { v7 } from 'uuid';
 import { describe, expect, test } from 'vitest';
 
 // Each instance is a node with a cache of its own over the one shared store, as several processes would be.
@@ -142,7 +142,7 @@ describe('withReplayCache', () => {
   test('separate caches over one store (two nodes) both replay the one answer; a new owner is never cached', async () => {
     const inner = createMemoryStore({ sweepIntervalMs: false });
     const [a, b] = [withReplayCache(inner), withReplayCache(inner)];
-    const key = randomUUID();
+    const key = v7();
     await a.reserve(params(key));
     expect((await b.reserve(params(key))).outcome).toBe('exists');
     await a.finalize({ scope: 's', key, owner: `owner-${key}`, response, nowMs: NOW_MS });

@@ -13,6 +13,7 @@ import { randomUUID } from 'node:crypto';
 import type { IdempotencyStore } from '@idem/core';
 import { Cluster, Redis } from 'ioredis';
 import { createClient, createCluster } from 'redis';
+import { v7 } from 'uuid';
 import { machine, perSecond, printTable, ratio } from '../../../scripts/bench.js';
 import { createRedisStore } from '../src/index.js';
 
@@ -74,7 +75,7 @@ async function alternating(
 }
 
 const storePair = (store: IdempotencyStore) => async () => {
-  const ref = { scope: 'bench', key: randomUUID() };
+  const ref = { scope: 'bench', key: v7() };
   const owner = randomUUID();
   const reserved = await store.reserve({
     ...ref,
@@ -91,7 +92,7 @@ const storePair = (store: IdempotencyStore) => async () => {
 // The least a reservation and an answer take: a SET NX with an expiry (in-flight marker with the owner and the
 // fingerprint), then a SET XX of the answer (the body plus a few fields), under a key of the same shape.
 const rawPair = (raw: Raw) => async () => {
-  const key = `idem-bench-raw:{bench:${randomUUID()}}`;
+  const key = `idem-bench-raw:{bench:${v7()}}`;
   await raw.setNxPx(key, `${FINGERPRINT}${randomUUID()}`, 600_000);
   await raw.setXx(key, BODY);
 };
@@ -167,7 +168,7 @@ for (const target of await targets(chosen)) {
   const prefix = `idem-bench:${randomUUID().slice(0, 8)}:`;
   const store = createRedisStore(target.client, { prefix });
   // A completed record to replay, and the raw value a replay would at least have to GET.
-  const ref = { scope: 'bench', key: randomUUID() };
+  const ref = { scope: 'bench', key: v7() };
   const owner = randomUUID();
   await store.reserve({
     ...ref,
@@ -178,7 +179,7 @@ for (const target of await targets(chosen)) {
     expiresAtMs: nowMs + 600_000,
   });
   await store.finalize({ ...ref, owner, response: RESPONSE, nowMs });
-  const rawKey = `idem-bench-raw:{replay:${randomUUID()}}`;
+  const rawKey = `idem-bench-raw:{replay:${v7()}}`;
   await target.raw.setNxPx(rawKey, BODY.toString(), 600_000);
   const replay = async () => {
     const result = await store.reserve({

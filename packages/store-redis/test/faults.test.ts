@@ -3,6 +3,7 @@ import { createIdempotency, type Idempotency } from '@idem/core';
 import { createRedisStore, recordKey } from '@idem/store-redis';
 import { Cluster, Redis } from 'ioredis';
 import { createClient, createCluster } from 'redis';
+import { v7 } from 'uuid';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { NOW_MS, reserveParams, response } from './support/params.js';
 import {
@@ -17,10 +18,6 @@ import {
 const installed = await redisServerInstalled();
 const CONNECTION_NAME = 'idem-store-under-test';
 
-const newKey = () => {
-  const uuid = randomUUID();
-  return `${uuid.slice(0, 14)}7${uuid.slice(15)}`;
-};
 const request = (key: string) => ({ method: 'POST', route: '/orders', path: '/orders', body: { n: 1 }, key });
 
 /** Retry a key until it is answered (not 503, not 409), as a client would; count the handler's runs. */
@@ -104,7 +101,7 @@ describe.runIf(installed)(
         const runs = new Map<string, number>();
         try {
           await store.load({ scope: '', key: 'warm-up' });
-          const key = newKey();
+          const key = v7();
           await admin.call('CLIENT', 'PAUSE', '1500', 'WRITE');
           const pending = idem.begin(request(key));
           await sleep(200);
@@ -133,7 +130,7 @@ describe.runIf(installed)(
         const runs = new Map<string, number>();
         try {
           await store.load({ scope: '', key: 'warm-up' });
-          const key = newKey();
+          const key = v7();
           await admin.call('CLIENT', 'PAUSE', '1200', 'WRITE');
           const started = performance.now();
           const first = await idem.begin(request(key));
@@ -255,11 +252,11 @@ describe.runIf(installed)('Cluster: a node stopped and restarted, a slot moved d
       const runs = new Map<string, number>();
       const stopped = 7103;
       try {
-        const before = Array.from({ length: 9 }, newKey);
+        const before = Array.from({ length: 9 }, () => v7());
         for (const key of before) expect(await settle(idem, key, runs)).toBe('executed');
         await cluster.stopNode(stopped);
 
-        const storm = Array.from({ length: 9 }, newKey);
+        const storm = Array.from({ length: 9 }, () => v7());
         const during = await Promise.all([...storm, ...before].map((key) => idem.begin(request(key))));
         for (const result of during) {
           expect(result.action === 'reject' && [result.error.status, result.error.headers]).toEqual([

@@ -1,8 +1,8 @@
-import { randomUUID } from 'node:crypto';
 import { isStoreLimitError } from '@idem/core';
 import { createRedisStore, MAX_HEADERS_BYTES, MAX_IDENTIFIER_CHARS, recordKey } from '@idem/store-redis';
 import { Redis } from 'ioredis';
 import { createClientPool } from 'redis';
+import { v7 } from 'uuid';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { NOW_MS, reserveParams, response } from './support/params.js';
 import {
@@ -186,7 +186,7 @@ describe.each(kinds)('%s', (kind) => {
         await probe.close();
       }
     };
-    const first = reserveParams('ttl', randomUUID());
+    const first = reserveParams('ttl', v7());
     await store.reserve(first);
     expect(await expireTime('ttl', first.key)).toBe(first.expiresAtMs);
     const takeover = {

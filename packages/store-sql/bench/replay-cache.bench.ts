@@ -7,6 +7,7 @@ import { withReplayCache } from '@idem/store-memory';
 import { sql } from 'drizzle-orm';
 import { drizzle } from 'drizzle-orm/node-postgres';
 import pg from 'pg';
+import { v7 } from 'uuid';
 import { machine, perSecond, printTable, ratio } from '../../../scripts/bench.js';
 import { createSqlStore, ensureSchema } from '../src/index.js';
 
@@ -38,7 +39,7 @@ for (const callers of [1, 8, 32]) {
   await ensureSchema(db, { dialect: 'postgres', table });
   const store = createSqlStore(db, { dialect: 'postgres', table });
   const cached = withReplayCache(store, { maxEntries: 10_000 });
-  const refs = Array.from({ length: KEYS }, () => ({ scope: 'bench', key: randomUUID() }));
+  const refs = Array.from({ length: KEYS }, () => ({ scope: 'bench', key: v7() }));
   for (const ref of refs) {
     const owner = randomUUID();
     const params = {

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { v7 } from 'uuid';
 import { describe, expect, test } from 'vitest';
 import { makeMysqlStore, makePgStore, mysqlUp, pgUp } from './support/backends.js';
 
@@ -19,7 +20,7 @@ for (const [name, make, up] of backends) {
       const stores = [a, b ?? a, c ?? a];
       try {
         const scope = `purge-${randomUUID().slice(0, 8)}`;
-        const expired = Array.from({ length: 600 }, () => randomUUID());
+        const expired = Array.from({ length: 600 }, () => v7());
         // Written with 1970 times: long expired by 2030, when the test runs.
         for (let i = 0; i < expired.length; i += 50) {
           await Promise.all(
@@ -38,7 +39,7 @@ for (const [name, make, up] of backends) {
         }
         const nowMs = Date.UTC(2030, 0, 1);
         const reserves = Array.from({ length: 300 }, (_, i) => {
-          const key = i % 3 === 0 ? (expired[i] as string) : randomUUID();
+          const key = i % 3 === 0 ? (expired[i] as string) : v7();
           return (stores[i % 3] as typeof a).reserve({
             scope,
             key,

@@ -1,4 +1,3 @@
-import { randomUUID } from 'node:crypto';
 import {
   createIdempotency,
   type Execution,
@@ -13,6 +12,7 @@ import { drizzle as mysqlDrizzle } from 'drizzle-orm/mysql2';
 import { drizzle as pgDrizzle } from 'drizzle-orm/node-postgres';
 import mysql from 'mysql2/promise';
 import pg from 'pg';
+import { v7 } from 'uuid';
 import { describe, expect, test } from 'vitest';
 import { MYSQL_URL, mysqlUp, PG_URL, pgUp, uniqueTable } from './support/backends.js';
 
@@ -21,10 +21,6 @@ import { MYSQL_URL, mysqlUp, PG_URL, pgUp, uniqueTable } from './support/backend
 
 const created = { status: 201, headers: { 'content-type': 'application/json' }, body: '{"id":1}' };
 const request = (key: string) => ({ method: 'POST', route: '/orders', path: '/orders', body: { a: 1 }, key });
-const keyOf = () => {
-  const uuid = randomUUID();
-  return `${uuid.slice(0, 14)}7${uuid.slice(15)}`;
-};
 
 /** A database the host writes to, with its transaction and its own table of orders. */
 interface Host {
@@ -160,7 +156,7 @@ for (const [name, makeHost, up] of hosts) {
       const host = await makeHost();
       try {
         const idem = createIdempotency({ store: host.store, reserveIn: 'transaction' });
-        const key = keyOf();
+        const key = v7();
         const first = await idem.begin(request(key));
         if (first.action !== 'execute') throw new Error(first.action);
         expect(await handle(host, first.execution, 'o1')).toBe('executed');
@@ -179,7 +175,7 @@ for (const [name, makeHost, up] of hosts) {
       const host = await makeHost();
       try {
         const idem = createIdempotency({ store: host.store, reserveIn: 'transaction' });
-        const key = keyOf();
+        const key = v7();
         const first = await idem.begin(request(key));
         if (first.action !== 'execute') throw new Error(first.action);
         await expect(handle(host, first.execution, 'o1', { failAfterWrite: true })).rejects.toThrow('failed');
@@ -198,7 +194,7 @@ for (const [name, makeHost, up] of hosts) {
       const host = await makeHost();
       try {
         const idem = createIdempotency({ store: host.store, reserveIn: 'transaction' });
-        const key = keyOf();
+        const key = v7();
         const outcomes = await Promise.all(
           Array.from({ length: 10 }, async (_, i) => {
             const begun = await idem.begin(request(key));
@@ -218,7 +214,7 @@ for (const [name, makeHost, up] of hosts) {
       const host = await makeHost();
       try {
         const idem = createIdempotency({ store: host.store, reserveIn: 'transaction' });
-        const key = keyOf();
+        const key = v7();
         const first = await idem.begin(request(key));
         if (first.action !== 'execute') throw new Error(first.action);
         await host.transaction(async (tx) => {
@@ -249,7 +245,7 @@ for (const [name, makeHost, up] of rowLocking) {
           inFlight: { strategy: 'wait', maxWaitMs: 1_000, timeoutStatus: 503 },
           onEvent: (event) => events.push(event),
         });
-        const key = keyOf();
+        const key = v7();
         const [first, duplicate] = [await idem.begin(request(key)), await idem.begin(request(key))];
         if (first.action !== 'execute' || duplicate.action !== 'execute') throw new Error('not pending');
         let release = () => {};
@@ -300,7 +296,7 @@ describe('events of a reservation made in a transaction', () => {
         reserveIn: 'transaction',
         onEvent: (e) => events.push(e),
       });
-      const broken = await idem.begin(request(keyOf()));
+      const broken = await idem.begin(request(v7()));
       if (broken.action !== 'execute') throw new Error(broken.action);
       const fault = new Error('connect ECONNREFUSED');
       const failing: TransactionalStore = {
@@ -316,7 +312,7 @@ describe('events of a reservation made in a transaction', () => {
         error: fault,
       });
 
-      const rolledBack = await idem.begin(request(keyOf()));
+      const rolledBack = await idem.begin(request(v7()));
       if (rolledBack.action !== 'execute') throw new Error(rolledBack.action);
       await expect(handle(host, rolledBack.execution, 'o1', { failAfterWrite: true })).rejects.toThrow(
         'failed',
