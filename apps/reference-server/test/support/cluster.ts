@@ -302,7 +302,8 @@ export async function logical(
   tally.logical++;
   const until = Date.now() + deadlineMs;
   const copy = async (first: number): Promise<Attempt | undefined> => {
-    for (let i = 0; Date.now() < until; i++) {
+    // A node that died on its own fails the scenario: no use retrying against a cluster that is going down.
+    for (let i = 0; Date.now() < until && cluster.unexpectedExits().length === 0; i++) {
       const node = cluster.nodes[(first + i) % cluster.nodes.length] as ClusterNode;
       const answer = await attempt(node, request.method, request.path, request.key, request.body);
       count(tally, answer);
