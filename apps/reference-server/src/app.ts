@@ -5,6 +5,7 @@ import type { ServerConfig } from './config.js';
 import type { CatalogDatabase } from './db.js';
 import { notAuthorized } from './errors.js';
 import { stringifyExactJson } from './exact-json.js';
+import { installDrain } from './http/drain.js';
 import { clientErrorHandler, frameworkErrors, installErrorHandling } from './http/errors.js';
 import { installJsonBodyParser } from './http/json-body.js';
 import { guardLocations } from './http/location-guard.js';
@@ -51,6 +52,10 @@ export async function buildApp(config: ServerConfig, db: CatalogDatabase): Promi
     },
     // HEAD routes are the spec's own (204 when the entity exists), not GET without a body.
     exposeHeadRoutes: false,
+    // A stop answers requests on open connections itself (http/drain.ts: 503 with Retry-After, Iceberg's
+    // error body) and closes idle keep-alive connections at once, instead of waiting out their timeout.
+    return503OnClosing: false,
+    forceCloseConnections: 'idle',
     frameworkErrors,
     clientErrorHandler,
   });
@@ -58,6 +63,7 @@ export async function buildApp(config: ServerConfig, db: CatalogDatabase): Promi
   app.decorateRequest('transaction', undefined);
   // First: the request's server span opens before any other hook runs.
   const observability = installObservability(app, config, db);
+  installDrain(app);
   // Every object a route returns may hold longs past 2^53 as bigints, which JSON.stringify refuses.
   app.setReplySerializer((payload) => stringifyExactJson(payload));
   installErrorHandling(app);

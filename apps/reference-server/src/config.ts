@@ -17,6 +17,22 @@ export interface ServerConfig {
   };
   /** The longest a client may take to send a whole request. */
   readonly requestTimeoutMs: number;
+  /** Bounds on every database call, so that a hung or partitioned database answers 503 in time. */
+  readonly database: {
+    /** The longest one statement runs (server side) and waits for its answer (client side). */
+    readonly statementTimeoutMs: number;
+    /** The longest a request waits to get a connection (opening one included). */
+    readonly acquireTimeoutMs: number;
+    /**
+     * How long the database keeps a transaction whose node has gone silent (stalled, partitioned) before it
+     * ends the session and rolls it back, freeing its key and rows.
+     */
+    readonly idleTransactionTimeoutMs: number;
+    /** The longest pause between two attempts to reach the database at startup (exponential backoff). */
+    readonly retryMaxDelayMs: number;
+  };
+  /** On SIGTERM, how long requests in flight may take to finish before the process exits anyway. */
+  readonly shutdownDrainMs: number;
   readonly idempotency: {
     readonly enabled: boolean;
     /** ISO-8601 duration advertised as `idempotency-key-lifetime`. */
@@ -119,6 +135,17 @@ export function loadConfig(environment: NodeJS.ProcessEnv = process.env): Server
       readTimeoutMs: count('METADATA_READ_TIMEOUT_MS', env.METADATA_READ_TIMEOUT_MS, 10_000),
     },
     requestTimeoutMs: count('REQUEST_TIMEOUT_MS', env.REQUEST_TIMEOUT_MS, 30_000),
+    database: {
+      statementTimeoutMs: count('DATABASE_STATEMENT_TIMEOUT_MS', env.DATABASE_STATEMENT_TIMEOUT_MS, 10_000),
+      acquireTimeoutMs: count('DATABASE_ACQUIRE_TIMEOUT_MS', env.DATABASE_ACQUIRE_TIMEOUT_MS, 5_000),
+      idleTransactionTimeoutMs: count(
+        'DATABASE_IDLE_TRANSACTION_TIMEOUT_MS',
+        env.DATABASE_IDLE_TRANSACTION_TIMEOUT_MS,
+        10_000,
+      ),
+      retryMaxDelayMs: count('DATABASE_RETRY_MAX_DELAY_MS', env.DATABASE_RETRY_MAX_DELAY_MS, 5_000),
+    },
+    shutdownDrainMs: count('SHUTDOWN_DRAIN_MS', env.SHUTDOWN_DRAIN_MS, 10_000),
     idempotency: {
       enabled: flag(env.IDEMPOTENCY_ENABLED, true),
       lifetime,

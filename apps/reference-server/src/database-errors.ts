@@ -21,6 +21,7 @@ const TRANSIENT_STATES = new Set([
   '40001', // serialization failure
   '40P01', // deadlock
   '55P03', // lock not available
+  '25P03', // idle-in-transaction timeout: the database ended a stalled node's session
   '70100', // MySQL/MariaDB: query interrupted, connection killed
 ]);
 
@@ -78,6 +79,8 @@ const PG_CONNECTION_MESSAGES = new Set([
   'timeout exceeded when trying to connect',
   'Client has encountered a connection error and is not queryable',
   'Query read timeout',
+  'Client was closed and is not queryable',
+  'Connection terminated',
 ]);
 
 function kindOf(error: object): DatabaseErrorKind | undefined {

@@ -17,7 +17,9 @@ import { drizzle as mysqlDrizzle } from 'drizzle-orm/mysql2';
 import { drizzle as pgDrizzle } from 'drizzle-orm/node-postgres';
 import mysql from 'mysql2/promise';
 import pg from 'pg';
+import type { ServerConfig } from './config.js';
 import { addedColumns, catalogDdl, type Dialect } from './database/catalog-schema.js';
+import { boundedExecutor, boundedStore, boundedTransaction, within } from './database/deadline.js';
 import { type Executor, executorOn } from './database/executor.js';
 import { exclusive, serialized } from './database/serialized.js';
 
@@ -108,20 +110,47 @@ async function mysqlValueLimit(db: SupportedDb): Promise<ValueLimit> {
 async function pooled<Tx extends SupportedDb>(
   dialect: 'postgres' | 'mysql',
   db: SupportedDb & PooledDb<Tx>,
-  store: SqlStore<Tx, Promise<boolean>>,
+  sqlStore: SqlStore<Tx, Promise<boolean>>,
   close: () => Promise<void>,
+  bounds: Required<DatabaseOptions>,
 ): Promise<CatalogDatabase> {
-  await ensureSchema(db, { dialect });
-  await catalogSchema(db, dialect);
-  return {
-    dialect,
-    valueLimit: dialect === 'mysql' ? await mysqlValueLimit(db) : LARGE_VALUES,
-    store,
-    ...executorOn(db, store, dialect),
-    transaction: (body) => db.transaction((tx) => body(executorOn(tx, store.inTransaction(tx), dialect))),
-    ping: async () => void (await executorOn(db, store, dialect).rows(sql`SELECT 1`)),
-    close,
-  };
+  // Every call is bounded on the client too: a database that keeps its sockets open and stops answering
+  // (a partition) never answers a server-side timeout. A margin past the server's own statement timeout, so
+  // that a database that does answer reports its timeout first, on a connection that stays usable.
+  const statementMs = bounds.statementTimeoutMs + CLIENT_MARGIN_MS;
+  const store = boundedStore(sqlStore, statementMs);
+  const direct = boundedExecutor(executorOn(db, store, dialect), statementMs);
+  try {
+    await within(statementMs, 'the schema', async () => {
+      await ensureSchema(db, { dialect });
+      await catalogSchema(db, dialect);
+    });
+    const valueLimit =
+      dialect === 'mysql'
+        ? await within(statementMs, 'a statement', () => mysqlValueLimit(db))
+        : LARGE_VALUES;
+    return {
+      dialect,
+      valueLimit,
+      store,
+      ...direct,
+      transaction: (body) =>
+        boundedTransaction(
+          (inner) =>
+            db.transaction((tx) =>
+              inner(boundedExecutor(executorOn(tx, sqlStore.inTransaction(tx), dialect), statementMs)),
+            ),
+          body,
+          { acquireTimeoutMs: bounds.acquireTimeoutMs, endTimeoutMs: statementMs },
+        ),
+      ping: async () => void (await direct.rows(sql`SELECT 1`)),
+      close,
+    };
+  } catch (error) {
+    // Not reachable (yet): the caller tries again with a new pool, so this one must not stay open.
+    await close().catch(() => {});
+    throw error;
+  }
 }
 
 async function openSqlite(file: string): Promise<CatalogDatabase> {
@@ -163,33 +192,95 @@ async function openSqlite(file: string): Promise<CatalogDatabase> {
   };
 }
 
+/** How long the database's calls may take; every one is bounded (see the README's settings table). */
 export interface DatabaseOptions {
   /**
    * The longest a statement waits for a row lock, in ms: a request that waits behind another with its key
    * (on the idempotency record's row) answers a retryable 503 after this. @default 5_000
    */
   readonly lockTimeoutMs?: number;
+  /** The longest one statement runs, in ms (server side, and client side a little later). @default 10_000 */
+  readonly statementTimeoutMs?: number;
+  /** The longest a transaction waits for a connection, opening one included, in ms. @default 5_000 */
+  readonly acquireTimeoutMs?: number;
+  /**
+   * How long the database keeps an open transaction whose client has gone silent before it ends the session,
+   * in ms (PostgreSQL `idle_in_transaction_session_timeout`, MariaDB `idle_transaction_timeout`, whole seconds):
+   * a stalled node's reservation and row locks last that long. @default 10_000
+   */
+  readonly idleTransactionTimeoutMs?: number;
 }
+
+/** The database options of a server's settings. */
+export const databaseOptions = (config: ServerConfig): DatabaseOptions => ({
+  lockTimeoutMs: config.idempotency.maxWaitMs,
+  statementTimeoutMs: config.database.statementTimeoutMs,
+  acquireTimeoutMs: config.database.acquireTimeoutMs,
+  idleTransactionTimeoutMs: config.database.idleTransactionTimeoutMs,
+});
+
+// How much later than the database's statement timeout the client gives up on a statement.
+const CLIENT_MARGIN_MS = 1_000;
+
+const ignore = () => {};
+const wholeSeconds = (ms: number) => Math.max(1, Math.ceil(ms / 1_000));
 
 /** Open the catalog on `sqlite:<file>` (or `sqlite::memory:`), `postgres://…` or `mysql://…`. */
 export async function openDatabase(url: string, options: DatabaseOptions = {}): Promise<CatalogDatabase> {
-  const lockTimeoutMs = options.lockTimeoutMs ?? 5_000;
+  const bounds: Required<DatabaseOptions> = {
+    lockTimeoutMs: options.lockTimeoutMs ?? 5_000,
+    statementTimeoutMs: options.statementTimeoutMs ?? 10_000,
+    acquireTimeoutMs: options.acquireTimeoutMs ?? 5_000,
+    idleTransactionTimeoutMs: options.idleTransactionTimeoutMs ?? 10_000,
+  };
   if (url.startsWith('postgres://') || url.startsWith('postgresql://')) {
-    // Set once per connection, as a startup parameter: no statement per transaction.
-    const pool = new pg.Pool({ connectionString: url, max: 10, options: `-c lock_timeout=${lockTimeoutMs}` });
-    pool.on('error', () => {}); // an idle client whose backend died: the pool replaces it
+    // Set once per connection, as startup parameters: no statement per transaction.
+    const settings = [
+      `lock_timeout=${bounds.lockTimeoutMs}`,
+      `statement_timeout=${bounds.statementTimeoutMs}`,
+      `idle_in_transaction_session_timeout=${bounds.idleTransactionTimeoutMs}`,
+    ];
+    const pool = new pg.Pool({
+      connectionString: url,
+      max: 10,
+      options: settings.map((setting) => `-c ${setting}`).join(' '),
+      connectionTimeoutMillis: bounds.acquireTimeoutMs,
+      query_timeout: bounds.statementTimeoutMs + CLIENT_MARGIN_MS,
+      keepAlive: true,
+    });
+    // node-postgres emits 'error' on a client whose connection breaks (reset, or ended by the server), and an
+    // 'error' event nobody listens to ends the process. The pool listens on its idle clients only; a client
+    // checked out (in a transaction) needs its own listener. The query in flight fails with the error itself
+    // (a 503), and the pool drops the client when it comes back.
+    pool.on('error', ignore);
+    pool.on('connect', (client) => client.on('error', ignore));
     const db = pgDrizzle(pool);
-    return pooled('postgres', db, createSqlStore(db, { dialect: 'postgres' }), () => pool.end());
+    return pooled('postgres', db, createSqlStore(db, { dialect: 'postgres' }), () => pool.end(), bounds);
   }
   if (url.startsWith('mysql://')) {
-    const pool = mysql.createPool({ uri: url, connectionLimit: 10 });
-    // InnoDB counts lock waits in whole seconds; set on each connection as the pool opens it.
-    const seconds = Math.max(1, Math.ceil(lockTimeoutMs / 1_000));
+    const pool = mysql.createPool({
+      uri: url,
+      connectionLimit: 10,
+      connectTimeout: bounds.acquireTimeoutMs,
+      enableKeepAlive: true,
+    });
+    // Set on each connection as the pool opens it, before its first statement. InnoDB counts lock waits in
+    // whole seconds; max_statement_time and idle_transaction_timeout are MariaDB's (MySQL refuses them: the
+    // client-side bounds still hold there).
     pool.pool.on('connection', (connection) => {
-      connection.query(`SET SESSION innodb_lock_wait_timeout = ${seconds}`, () => {});
+      connection.on('error', ignore); // a connection that breaks while idle: the pool drops it
+      connection.query(
+        `SET SESSION innodb_lock_wait_timeout = ${wholeSeconds(bounds.lockTimeoutMs)}`,
+        ignore,
+      );
+      connection.query(`SET SESSION max_statement_time = ${bounds.statementTimeoutMs / 1_000}`, ignore);
+      connection.query(
+        `SET SESSION idle_transaction_timeout = ${wholeSeconds(bounds.idleTransactionTimeoutMs)}`,
+        ignore,
+      );
     });
     const db = mysqlDrizzle(pool);
-    return pooled('mysql', db, createSqlStore(db, { dialect: 'mysql' }), () => pool.end());
+    return pooled('mysql', db, createSqlStore(db, { dialect: 'mysql' }), () => pool.end(), bounds);
   }
   return openSqlite(url.replace(/^(sqlite|file):/, ''));
 }

@@ -7,9 +7,11 @@ declare module 'fastify' {
   }
 }
 
+import { sql } from 'drizzle-orm';
 import type { CatalogDatabase, Executor } from '../db.js';
-import { retryLater } from '../errors.js';
+import { IcebergError, retryLater } from '../errors.js';
 import { stringifyExactJson } from '../exact-json.js';
+import { toIcebergError } from '../http/errors.js';
 import { type RenderedAnswer, storedAnswer } from '../idempotency.js';
 
 /** A catalog answer: a status and an optional JSON body, sent exactly as it is stored for replay. */
@@ -34,6 +36,25 @@ function sendRendered(reply: FastifyReply, { status, headers, body }: RenderedAn
 export const send = (reply: FastifyReply, answer: Answer) => sendRendered(reply, render(answer));
 
 /**
+ * The answer of `work` under a reserved key, a refusal it throws included (a 409 when the table changed, a 404):
+ * the work is undone to a savepoint and the refusal is answered and finalized in the transaction like any
+ * answer. So the key's record commits with the answer the client gets, or the client gets a retryable 503;
+ * a refusal is never sent first and stored after, when the key may belong to another request already.
+ * Faults (5xx) roll the whole transaction back, the reservation with it.
+ */
+async function answerOf(tx: Executor, work: (tx: Executor) => Promise<Answer>): Promise<Answer> {
+  await tx.run(sql`SAVEPOINT catalog_work`);
+  try {
+    return await work(tx);
+  } catch (error) {
+    const refusal = error instanceof IcebergError ? error : toIcebergError(error);
+    if (refusal.code >= 500) throw error;
+    await tx.run(sql`ROLLBACK TO SAVEPOINT catalog_work`);
+    return { status: refusal.code, body: refusal.toJSON() };
+  }
+}
+
+/**
  * Run a catalog mutation in one database transaction together with its idempotency record: the key is reserved
  * there first (a duplicate waits on its row until this transaction ends, then replays), the change is made, and
  * the answer is finalized; all commit together, or nothing does. A key held by another request, or used for
@@ -56,7 +77,7 @@ export async function mutate(
       // A refusal rolls back: after a lock wait that ran out, PostgreSQL accepts nothing more in it anyway.
       if (reservation?.action === 'reject') throw reservation.error;
       if (reservation?.action === 'replay') return reservation;
-      const answer = await work(tx);
+      const answer = execution === undefined ? await work(tx) : await answerOf(tx, work);
       // Rendered once (metadata can be megabytes), for the client and for the record.
       const rendered = render(answer);
       if (

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../../src/app.js';
 import { loadConfig } from '../../src/config.js';
-import { type CatalogDatabase, openDatabase } from '../../src/db.js';
+import { type CatalogDatabase, databaseOptions, openDatabase } from '../../src/db.js';
 import { freshPostgres } from './databases.js';
 
 /** One sample of the Prometheus text format. */
@@ -116,7 +116,7 @@ export async function startObservedNode(
     ...env,
   });
   const faults: Faults = { storeDown: false, pingFails: false, pingHangs: false, pings: 0, hold: undefined };
-  const db = await openDatabase(config.databaseUrl, { lockTimeoutMs: config.idempotency.maxWaitMs });
+  const db = await openDatabase(config.databaseUrl, databaseOptions(config));
   const app = await buildApp(config, faulty(db, faults));
   const url = await app.listen({ host: '127.0.0.1', port: 0 });
   return {

@@ -7,7 +7,7 @@ import type { FastifyInstance } from 'fastify';
 import { v7 } from 'uuid';
 import { buildApp } from '../../src/app.js';
 import { loadConfig } from '../../src/config.js';
-import { type CatalogDatabase, openDatabase } from '../../src/db.js';
+import { type CatalogDatabase, databaseOptions, openDatabase } from '../../src/db.js';
 
 export interface Node {
   url: string;
@@ -22,7 +22,7 @@ export interface Node {
 export async function startNode(databaseUrl: string, env: Record<string, string> = {}): Promise<Node> {
   const warehouse = mkdtempSync(join(tmpdir(), 'idem-warehouse-'));
   const config = loadConfig({ DATABASE_URL: databaseUrl, WAREHOUSE: warehouse, LOG_LEVEL: 'silent', ...env });
-  const db = await openDatabase(config.databaseUrl, { lockTimeoutMs: config.idempotency.maxWaitMs });
+  const db = await openDatabase(config.databaseUrl, databaseOptions(config));
   const app = await buildApp(config, db);
   const url = await app.listen({ host: '127.0.0.1', port: 0 });
   return {
