@@ -34,12 +34,16 @@ export async function startCatalog(env: Record<string, string>, core = 0): Promi
     ? spawn('/usr/bin/taskset', ['-c', String(core), ...command], { env: settings, stdio: 'inherit' })
     : spawn(process.execPath, [main], { env: settings, stdio: 'inherit' });
   const url = `http://127.0.0.1:${port}`;
+  // Ready, not just alive: the server listens before its database is open.
   for (let i = 0; ; i++) {
-    try {
-      if ((await fetch(`${url}/healthz`)).ok) break;
-    } catch {
-      if (i > 200) throw new Error('the catalog did not start');
-    }
+    if (
+      await fetch(`${url}/ready`).then(
+        (response) => response.ok,
+        () => false,
+      )
+    )
+      break;
+    if (i > 400) throw new Error('the catalog did not become ready');
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
   return {
@@ -57,12 +61,15 @@ const TABLES = 64;
 
 /** Create the namespace and the tables the commit load spreads over. */
 export async function prepare(url: string): Promise<void> {
-  const post = (path: string, body: unknown) =>
-    fetch(url + path, {
+  const post = async (path: string, body: unknown) => {
+    const response = await fetch(url + path, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify(body),
     });
+    if (!response.ok)
+      throw new Error(`prepare: POST ${path} answered ${response.status} ${await response.text()}`);
+  };
   await post('/v1/namespaces', { namespace: ['bench'] });
   const schema = {
     type: 'struct',
