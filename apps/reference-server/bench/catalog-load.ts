@@ -2,6 +2,7 @@
 // keyed or not, with autocannon. Shared by `pnpm bench` (throughput ratios) and `pnpm loadtest` (latency).
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync } from 'node:fs';
+import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import autocannon from 'autocannon';
@@ -17,10 +18,22 @@ export interface Server {
   stop(): Promise<void>;
 }
 
+/** A port nothing listens on now (the OS picks it). */
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const probe = createServer();
+    probe.once('error', reject);
+    probe.listen(0, '127.0.0.1', () => {
+      const address = probe.address();
+      probe.close(() => resolve(typeof address === 'object' && address !== null ? address.port : 0));
+    });
+  });
+}
+
 /** Start the built catalog (`dist/main.js`) on a free port with `env`, pinned to core 0. */
 export async function startCatalog(env: Record<string, string>, core = 0): Promise<Server> {
   const main = new URL('../dist/main.js', import.meta.url).pathname;
-  const port = String(20_000 + Math.floor(Math.random() * 20_000));
+  const port = String(await freePort());
   const settings = {
     ...process.env,
     HOST: '127.0.0.1',
@@ -43,6 +56,7 @@ export async function startCatalog(env: Record<string, string>, core = 0): Promi
       )
     )
       break;
+    if (child.exitCode !== null) throw new Error(`the catalog exited with ${child.exitCode} while starting`);
     if (i > 400) throw new Error('the catalog did not become ready');
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
