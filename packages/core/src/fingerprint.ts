@@ -263,7 +263,8 @@ function flatCanonicalJson(value: unknown): string | undefined | null {
   for (const name of names) {
     const member = (value as Record<string, unknown>)[name];
     if (typeof member === 'object' && member !== null) return null;
-    if (typeof member === 'bigint' || (typeof member === 'number' && !Number.isFinite(member))) return undefined;
+    if (typeof member === 'bigint' || (typeof member === 'number' && !Number.isFinite(member)))
+      return undefined;
     if (name === '__proto__') return undefined;
   }
   return JSON.stringify(value, names.sort());
