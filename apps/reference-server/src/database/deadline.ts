@@ -11,6 +11,19 @@ export class DatabaseTimeout extends Error {
   }
 }
 
+/**
+ * A COMMIT that did not answer in time: the transaction may have committed or not. Not a plain fault (a 503
+ * would tell a client without an idempotency key to run the mutation again, which may apply it twice): the
+ * catalog answers Iceberg's CommitStateUnknownException (500), and a request with a key the retryable 503, since
+ * its retry replays what committed or runs what did not.
+ */
+export class CommitOutcomeUnknown extends Error {
+  readonly code = 'ECOMMITUNKNOWN';
+  constructor(timeoutMs: number) {
+    super(`the database did not confirm the commit within ${timeoutMs} ms: whether it committed is unknown`);
+  }
+}
+
 /** `call()`, or a DatabaseTimeout once `timeoutMs` have passed. The late result, if any, is dropped. */
 export function within<T>(timeoutMs: number, what: string, call: () => Promise<T>): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
@@ -48,9 +61,9 @@ export function boundedExecutor(executor: Executor, timeoutMs: number): Executor
 /**
  * Run a driver's transaction with its two waits bounded that no statement timeout covers: getting a connection
  * (a pool whose connections all hang, a connect that goes unanswered), and ending the transaction (COMMIT or
- * ROLLBACK on a connection that went silent). Past either, the caller gets a DatabaseTimeout: a transaction whose
- * end is unknown answers a retryable 503 (a retry then replays the commit, or runs again where none happened).
- * A body whose connection came too late is never run.
+ * ROLLBACK on a connection that went silent). Past the first, or a ROLLBACK's, the caller gets a DatabaseTimeout
+ * (nothing was committed: a retryable 503); past a COMMIT's, a CommitOutcomeUnknown. A body whose connection came
+ * too late is never run.
  */
 export function boundedTransaction<T>(
   run: (body: (tx: Executor) => Promise<T>) => Promise<T>,
@@ -60,7 +73,7 @@ export function boundedTransaction<T>(
   return new Promise<T>((resolve, reject) => {
     let abandoned = false;
     let timer: NodeJS.Timeout | undefined;
-    const abandon = (error: DatabaseTimeout) => {
+    const abandon = (error: Error) => {
       abandoned = true;
       reject(error);
     };
@@ -68,10 +81,15 @@ export function boundedTransaction<T>(
       () => abandon(new DatabaseTimeout('with a connection', bounds.acquireTimeoutMs)),
       bounds.acquireTimeoutMs,
     );
-    const ending = () => {
+    const ending = (committing: boolean) => {
       clearTimeout(timer);
       timer = setTimeout(
-        () => abandon(new DatabaseTimeout('the end of a transaction', bounds.endTimeoutMs)),
+        () =>
+          abandon(
+            committing
+              ? new CommitOutcomeUnknown(bounds.endTimeoutMs)
+              : new DatabaseTimeout('the end of a transaction', bounds.endTimeoutMs),
+          ),
         bounds.endTimeoutMs,
       );
     };
@@ -80,10 +98,10 @@ export function boundedTransaction<T>(
       clearTimeout(timer);
       try {
         const result = await body(tx);
-        ending();
+        ending(true);
         return result;
       } catch (error) {
-        ending();
+        ending(false);
         throw error;
       }
     }).then(

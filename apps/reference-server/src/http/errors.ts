@@ -85,6 +85,9 @@ export function toIcebergError(error: unknown): IcebergError {
   // A value the idempotency store cannot hold (@idem/core's IDEMPOTENCY_STORE_LIMIT): the caller's error.
   if (code === 'IDEMPOTENCY_STORE_LIMIT')
     return new IcebergError(400, 'BadRequestException', clip((error as Error).message));
+  // A COMMIT that never answered (src/database/deadline.ts): the Iceberg spec's "the commit state is unknown".
+  if (code === 'ECOMMITUNKNOWN')
+    return new IcebergError(500, 'CommitStateUnknownException', clip((error as Error).message));
   const database = databaseErrorKind(error);
   if (database === 'unavailable') return unavailable();
   if (database === 'conflict')

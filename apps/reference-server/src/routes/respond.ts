@@ -8,6 +8,7 @@ declare module 'fastify' {
 }
 
 import { sql } from 'drizzle-orm';
+import { CommitOutcomeUnknown } from '../database/deadline.js';
 import type { CatalogDatabase, Executor } from '../db.js';
 import { IcebergError, retryLater } from '../errors.js';
 import { stringifyExactJson } from '../exact-json.js';
@@ -89,6 +90,13 @@ export async function mutate(
       )
         throw retryLater('the idempotency reservation was lost before commit; retry with the same key');
       return { action: 'answer' as const, rendered };
+    })
+    .catch((error: unknown) => {
+      // With a key, a commit of unknown outcome is safe to retry: the retry replays what committed (the answer
+      // committed with the work) or runs what did not. Without one it stays CommitStateUnknown (500).
+      if (execution !== undefined && error instanceof CommitOutcomeUnknown)
+        throw retryLater('the database did not confirm the commit in time; retry with the same key');
+      throw error;
     })
     .finally(() => {
       request.transaction = undefined;
