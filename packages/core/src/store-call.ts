@@ -140,7 +140,9 @@ export function storeCall(options: StoreCallOptions): StoreCall {
     const startedMs = timed ? performance.now() : 0;
     let call: Promise<T>;
     try {
-      call = run();
+      // Adopted once: a store may hand back a lazy thenable (a query builder that runs on each `then`), and this
+      // function looks at the call twice.
+      call = Promise.resolve(run());
     } catch (error) {
       call = Promise.reject(error); // a store that throws synchronously is still a store fault
     }

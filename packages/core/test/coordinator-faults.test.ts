@@ -1,4 +1,4 @@
-import { ErrorCode, isIdemError } from '@idem/core';
+import { createIdempotency, ErrorCode, isIdemError } from '@idem/core';
 import { v7 } from 'uuid';
 import { describe, expect, test } from 'vitest';
 import { created, expectExecute, expectReject, post, setup } from './support/coordinator.js';
@@ -39,6 +39,31 @@ describe('coordinator: store faults and leases (design §4 row 4, heartbeat)', (
     backend.inject('reserve', 'hang');
     expectReject(await idem.begin(post({ key: v7() })), 503, ErrorCode.StoreUnavailable);
     backend.resume();
+  });
+
+  test('a store that answers with lazy thenables (query builders) runs each call once', async () => {
+    const { backend } = setup();
+    const runs: string[] = [];
+    // Each `then` runs the operation again, as a query builder awaited twice would.
+    const lazy =
+      <A extends unknown[], R>(name: string, method: (...args: A) => Promise<R>) =>
+      (...args: A) =>
+        ({
+          // biome-ignore lint/suspicious/noThenProperty: a thenable on purpose
+          then: (resolve: (value: R) => unknown, reject: (error: unknown) => unknown) => {
+            runs.push(name);
+            return method(...args).then(resolve, reject);
+          },
+        }) as unknown as Promise<R>;
+    const store = {
+      ...backend.store,
+      reserve: lazy('reserve', backend.store.reserve.bind(backend.store)),
+      finalize: lazy('finalize', backend.store.finalize.bind(backend.store)),
+    };
+    const idem = createIdempotency({ store, heartbeatIntervalMs: false });
+    const execution = expectExecute(await idem.begin(post({ key: v7() })));
+    await execution.finish(created());
+    expect(runs).toEqual(['reserve', 'finalize']);
   });
 
   test('a reservation that lands after the timeout is released, so the key is not blocked for a lease', async () => {
