@@ -5,7 +5,15 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { MAX_SCHEMAS, MAX_TABLE_CHANGES, MAX_UPDATES_PER_COMMIT } from '../src/catalog/limits.js';
 import { applyUpdates, type TableMetadata } from '../src/catalog/table-metadata.js';
 import { applyViewUpdates, type ViewMetadata } from '../src/catalog/view-metadata.js';
-import { call, idempotencyRecords, type Node, newKey, schema, startNode } from './support/server.js';
+import {
+  call,
+  idempotencyRecords,
+  type Node,
+  newKey,
+  schema,
+  startNode,
+  tableMetadata,
+} from './support/server.js';
 
 // What one commit may do: a bounded number of updates, each applied in constant time (ids tracked as they go,
 // never `Math.max(...all)` per update, which was quadratic and overflowed the stack past ~120k schemas), onto
@@ -23,21 +31,9 @@ const addSchema = { action: 'add-schema', schema: { type: 'struct', fields: [] }
 
 /** Table metadata as a file in the warehouse, holding `count` schemas. */
 function metadataFile(name: string, count: number): string {
-  const location = pathToFileURL(join(node.warehouse, 'n', name)).href;
-  const metadata = {
-    'format-version': 2,
-    'table-uuid': '9c12d441-03fe-4693-9a96-a0705ddf69c1',
-    location,
-    'last-updated-ms': 1,
-    'last-column-id': 2,
+  const metadata = tableMetadata(pathToFileURL(join(node.warehouse, 'n', name)).href, {
     schemas: Array.from({ length: count }, (_, i) => ({ ...schema, 'schema-id': i })),
-    'current-schema-id': 0,
-    'partition-specs': [{ 'spec-id': 0, fields: [] }],
-    'default-spec-id': 0,
-    'last-partition-id': 999,
-    'sort-orders': [{ 'order-id': 0, fields: [] }],
-    'default-sort-order-id': 0,
-  };
+  });
   const file = join(node.warehouse, `${name}.metadata.json`);
   writeFileSync(file, JSON.stringify(metadata));
   return file;

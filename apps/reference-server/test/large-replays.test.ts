@@ -5,7 +5,7 @@ import { DEFAULT_TABLE } from '@idem/store-sql';
 import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { checkResponse } from './support/openapi.js';
-import { call, type Node, newKey, startNode } from './support/server.js';
+import { call, type Node, newKey, startNode, tableMetadata } from './support/server.js';
 
 // An answer larger than an idempotency record holds (1 MiB) is stored compact (its metadata-location and UUID)
 // and its replay rebuilt: never a 200 with no body. A load result shows the table as it is now, else the file
@@ -31,21 +31,12 @@ const wide = (columns: number, from = 1) => ({
 /** A metadata file in the warehouse: table `name`, with schemas of `columns` columns in all. */
 function metadataFile(name: string, columns: number, extra: Record<string, unknown> = {}): string {
   const file = join(node.warehouse, `${name}.metadata.json`);
-  const metadata = {
-    'format-version': 2,
+  const metadata = tableMetadata(pathToFileURL(join(node.warehouse, 'n', name)).href, {
     'table-uuid': `9c12d441-03fe-4693-9a96-${String(columns).padStart(12, '0')}`,
-    location: pathToFileURL(join(node.warehouse, 'n', name)).href,
-    'last-updated-ms': 1,
     'last-column-id': columns,
     schemas: [{ ...wide(columns), 'schema-id': 0 }],
-    'current-schema-id': 0,
-    'partition-specs': [{ 'spec-id': 0, fields: [] }],
-    'default-spec-id': 0,
-    'last-partition-id': 999,
-    'sort-orders': [{ 'order-id': 0, fields: [] }],
-    'default-sort-order-id': 0,
     ...extra,
-  };
+  });
   writeFileSync(file, JSON.stringify(metadata));
   return file;
 }

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { backends } from './support/databases.js';
-import { call, type Node, newKey, schema, startNode } from './support/server.js';
+import { call, type Node, newKey, schema, startNode, tableMetadata } from './support/server.js';
 
 // Metadata larger than the catalog holds (METADATA_MAX_BYTES, or what one statement carries to the database:
 // MariaDB's max_allowed_packet) is the caller's error: a 400 before any file is written, never a retryable 503
@@ -26,20 +26,9 @@ const wide = (columns: number) => ({
 
 /** Table metadata whose `doc` holds `quotes` double quotes: 2 bytes each in JSON, 4 once mysql2 escapes them. */
 function quotedMetadata(node: Node, quotes: number) {
-  return {
-    'format-version': 2,
-    'table-uuid': '9c12d441-03fe-4693-9a96-a0705ddf69c1',
-    location: pathToFileURL(join(node.warehouse, 'n', 'quoted')).href,
-    'last-updated-ms': 1,
-    'last-column-id': 2,
+  return tableMetadata(pathToFileURL(join(node.warehouse, 'n', 'quoted')).href, {
     schemas: [{ ...schema, doc: '"'.repeat(quotes) }],
-    'current-schema-id': 0,
-    'partition-specs': [{ 'spec-id': 0, fields: [] }],
-    'default-spec-id': 0,
-    'last-partition-id': 999,
-    'sort-orders': [{ 'order-id': 0, fields: [] }],
-    'default-sort-order-id': 0,
-  };
+  });
 }
 
 const expectRefused = (answer: { status: number; text: string; headers: Headers }, pattern: RegExp) => {

@@ -81,6 +81,31 @@ export const schema = {
   ],
 };
 
+/**
+ * Valid format-v2 table metadata at `location`: {@link schema} as its only schema, one unpartitioned spec and
+ * one unsorted order; `fields` replaces or adds members (more schemas, another UUID, …).
+ */
+export function tableMetadata(
+  location: string,
+  fields: Record<string, unknown> = {},
+): Record<string, unknown> {
+  return {
+    'format-version': 2,
+    'table-uuid': '9c12d441-03fe-4693-9a96-a0705ddf69c1',
+    location,
+    'last-updated-ms': 1,
+    'last-column-id': 2,
+    schemas: [schema],
+    'current-schema-id': 0,
+    'partition-specs': [{ 'spec-id': 0, fields: [] }],
+    'default-spec-id': 0,
+    'last-partition-id': 999,
+    'sort-orders': [{ 'order-id': 0, fields: [] }],
+    'default-sort-order-id': 0,
+    ...fields,
+  };
+}
+
 /** How many idempotency records the node's database holds: all of them, or those of one key. */
 export async function idempotencyRecords(node: Node, key?: string): Promise<number> {
   const table = sql.identifier(DEFAULT_TABLE);
