@@ -1,6 +1,6 @@
 import type { Cluster, Redis } from 'ioredis';
 import { classNames } from './class-chain.js';
-import type { RedisConnection, Reply } from './connection.js';
+import type { Command, RedisConnection, Reply } from './connection.js';
 
 /**
  * An ioredis `Redis` or `Cluster`. ioredis mixes EventEmitter into both classes, which overwrites their
@@ -13,26 +13,93 @@ export function isIoredis(client: unknown): client is Redis | Cluster {
   );
 }
 
+/** The client options the store reads (they change what goes on the wire). */
+interface IoredisOptions {
+  readonly keyPrefix?: string | Buffer | undefined;
+  readonly stringNumbers?: boolean | undefined;
+  readonly scaleReads?: unknown;
+}
+
 /**
- * ioredis: `callBuffer` for binary-safe replies; on a Cluster ioredis finds the key in the command (by its
- * command table), routes it and follows MOVED/ASK itself. With a replica acknowledgement the command and the
- * WAIT go in one pipeline: ioredis sends a pipeline to the node of its keyed command, so the keyless WAIT runs
- * on the connection that made the write.
+ * The command methods the store sends, by command name: ioredis's named `…Buffer` methods (binary-safe replies).
+ * Never `callBuffer`: its command name is an argument, which ioredis's auto-pipelining drops (`Commander`
+ * shifts the name off the arguments, and `executeWithAutoPipelining` puts it back only for `call`), so with
+ * `enableAutoPipelining` the key would be sent as the command. Named methods go through auto-pipelining, an
+ * explicit pipeline, `keyPrefix` and Cluster routing alike.
+ */
+const METHODS = {
+  SET: 'setBuffer',
+  GET: 'getBuffer',
+  GETEX: 'getexBuffer',
+  EVALSHA: 'evalshaBuffer',
+  EVAL: 'evalBuffer',
+} as const;
+
+type Sender = (...args: (string | Buffer)[]) => unknown;
+
+function methodOf(target: object, name: string): Sender {
+  const method = METHODS[name as keyof typeof METHODS];
+  if (method === undefined) throw new Error(`redis store: no ioredis method for ${name}`);
+  return (target as Record<string, Sender>)[method] as Sender;
+}
+
+/**
+ * Integer replies as numbers: with `stringNumbers`, ioredis hands integers over as strings (bulk strings stay
+ * Buffers, so nothing else is a string).
+ */
+const numbers = (reply: unknown): Reply => {
+  if (typeof reply === 'string') return /^-?\d+$/.test(reply) ? Number(reply) : (reply as never);
+  if (Array.isArray(reply)) return reply.map(numbers);
+  return reply as Reply;
+};
+
+/**
+ * Options of the user's client that the store cannot work with, refused at `createRedisStore`. A `keyPrefix`
+ * is prepended by ioredis to every key, KEYS of scripts included, which is fine; a brace in it would become
+ * every record's Cluster hash tag (all records in one slot), as the store's own `prefix` would.
+ */
+function checkOptions(options: IoredisOptions): void {
+  const { keyPrefix } = options;
+  if (keyPrefix === undefined || keyPrefix === null) return;
+  const text = Buffer.isBuffer(keyPrefix) ? keyPrefix.toString('latin1') : String(keyPrefix);
+  if (/[{}]/.test(text)) {
+    throw new TypeError(
+      `@idem/store-redis: the ioredis keyPrefix ${JSON.stringify(text)} holds a brace, which would become the ` +
+        'Cluster hash tag of every record (one slot for all of them); use a keyPrefix without "{" or "}"',
+    );
+  }
+}
+
+/**
+ * ioredis, standalone or Cluster, on every option set: named `…Buffer` methods (see {@link METHODS}); on a
+ * Cluster ioredis finds the key in the command (by its command table, with the `keyPrefix`), routes it and
+ * follows MOVED/ASK itself. With a replica acknowledgement the command and the WAIT go in one explicit pipeline:
+ * ioredis sends a pipeline to the node of its keyed command, so the keyless WAIT runs on the connection that
+ * made the write.
  */
 export function ioredisConnection(client: Redis | Cluster): RedisConnection {
+  const options = client.options as IoredisOptions;
+  checkOptions(options);
+  const toNumbers = options.stringNumbers === true;
+  // `scaleReads` other than 'master' sends read-only commands (GET) to replicas, which may lag; GETEX without
+  // options reads the same value but is a write command to ioredis, so it goes to the slot's master.
+  const replicaReads = client.isCluster && (options.scaleReads ?? 'master') !== 'master';
+  const wire = ([name, ...args]: Command): Command =>
+    replicaReads && name === 'GET' ? ['GETEX', ...args] : [name, ...args];
+  const reply = (value: unknown): Reply => (toNumbers ? numbers(value) : (value as Reply));
+
   return {
     name: client.isCluster ? 'ioredis Cluster' : 'ioredis',
-    async send(_key, [name, ...args], ack) {
-      if (ack === undefined) return { reply: (await client.callBuffer(name, ...args)) as Reply };
-      const results = await client
-        .pipeline()
-        .callBuffer(name, ...args)
-        .call('WAIT', ack.count, ack.timeoutMs)
-        .exec();
-      const [[commandError, reply] = [], [waitError, acknowledged] = []] = results ?? [];
+    async send(_key, command, ack) {
+      const [name, ...args] = wire(command);
+      if (ack === undefined) return { reply: reply(await methodOf(client, name).apply(client, args)) };
+      const pipeline = client.pipeline();
+      methodOf(pipeline, name).apply(pipeline, args);
+      const results = await pipeline.call('WAIT', ack.count, ack.timeoutMs).exec();
+      const [[commandError, value] = [], [waitError, acknowledged] = []] = results ?? [];
       if (commandError) throw commandError;
       if (waitError) throw waitError;
-      return { reply: reply as Reply, acknowledged: Number(acknowledged) };
+      return { reply: reply(value), acknowledged: Number(acknowledged) };
     },
     async loadScript(source) {
       const nodes = client.isCluster ? (client as Cluster).nodes('master') : [client as Redis];
