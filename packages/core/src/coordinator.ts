@@ -248,6 +248,13 @@ export function createIdempotency<Host = unknown>(options: IdempotencyOptions<Ho
       ? options.fingerprint
       : (request: IdempotentRequest<Host>) =>
           computeFingerprint(request, options.fingerprint as FingerprintOptions);
+  /** A `Blob` body (what a fetch-style host may hand over) is hashed as the bytes it holds. */
+  const blobFingerprint = async (request: IdempotentRequest<Host>, blob: Blob): Promise<string> =>
+    fingerprintOf(
+      typeof options.fingerprint === 'function'
+        ? request
+        : { ...request, body: new Uint8Array(await blob.arrayBuffer()) },
+    );
 
   const callStore = storeCall({
     timeoutMs: positive('storeTimeoutMs', options.storeTimeoutMs ?? 2_000),
@@ -513,7 +520,9 @@ export function createIdempotency<Host = unknown>(options: IdempotencyOptions<Ho
     const attempt: Attempt = {
       request,
       ref: { scope: request.scope ?? '', key: parsed.key, method: request.method, route: request.route },
-      fingerprint: fingerprintOf(request),
+      fingerprint: isBlob(request.body)
+        ? await blobFingerprint(request, request.body)
+        : fingerprintOf(request),
       owner: randomUUID(),
       startedMs: listening ? performance.now() : 0,
     };
@@ -536,6 +545,8 @@ export function createIdempotency<Host = unknown>(options: IdempotencyOptions<Ho
     begin,
   };
 }
+
+const isBlob = (value: unknown): value is Blob => typeof Blob !== 'undefined' && value instanceof Blob;
 
 /** A function, so that a check after an `await` is not narrowed away by the one before it. */
 const left = (signal: AbortSignal | undefined): boolean => signal?.aborted === true;

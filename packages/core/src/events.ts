@@ -48,7 +48,16 @@ export type IdempotencyEvent =
       /** The status of the coordinator's answer (422 by default). */
       readonly status: number;
     })
-  | (ExecutionEvent & { readonly type: 'finalized'; readonly status: number; readonly external: boolean })
+  | (ExecutionEvent & {
+      readonly type: 'finalized';
+      readonly status: number;
+      readonly external: boolean;
+      /**
+       * What the store could not hold and was left out, so that the rest (the status always) is replayed: the
+       * replay then says `idempotent-replay-body-omitted` and/or `idempotent-replay-headers-omitted`.
+       */
+      readonly omitted?: 'body' | 'headers' | 'body-and-headers';
+    })
   | (ExecutionEvent & {
       readonly type: 'released';
       /**

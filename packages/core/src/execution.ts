@@ -6,7 +6,13 @@ import {
   type FinalizationRule,
 } from './finalization-rules.js';
 import type { HeartbeatScheduler, Renewable } from './heartbeat.js';
-import { type CapturedResponse, type ReplayResponse, toStoredResponse } from './response.js';
+import {
+  type CapturedResponse,
+  type OmittedParts,
+  type ReplayResponse,
+  smallerResponses,
+  toStoredResponse,
+} from './response.js';
 import type { StoreCall } from './store-call.js';
 import type {
   Clock,
@@ -169,6 +175,15 @@ export interface ExecutionRequest<Host> {
   readonly host: Host;
 }
 
+/** A record the host finalized in its own transaction, not known to be committed yet. */
+interface ExternalFinalize {
+  readonly status: number;
+  /** How long the store's finalize took, in ms. */
+  readonly durationMs: number;
+  /** What the store could not hold and was left out. */
+  readonly omitted: OmittedParts | undefined;
+}
+
 // A class rather than a closure-built object: one request allocates one object with its methods on the
 // prototype, which matters on the hot path of every covered request.
 export class ReservedExecution<Host = unknown> implements Execution<Host>, Renewable {
@@ -187,8 +202,11 @@ export class ReservedExecution<Host = unknown> implements Execution<Host>, Renew
   #state: 'reserved' | 'took-over' | 'pending';
   /** Reserved by `reserveWith`, in the host's transaction: no heartbeat, and the rollback releases it. */
   #inTransaction = false;
-  /** The status the host finalized in its own transaction, until `finish` sees what went out. */
-  #storedExternally: number | undefined;
+  /**
+   * What the host finalized in its own transaction (its status, how long the store took, what was left out),
+   * until `finish` sees the answer that went out and so knows whether it committed.
+   */
+  #storedExternally: ExternalFinalize | undefined;
   /** When the lease was last set, on the monotonic clock (ms); read by the heartbeat. */
   renewedAtMs = performance.now();
   readonly #reservedAtMs = this.renewedAtMs;
@@ -444,16 +462,26 @@ export class ReservedExecution<Host = unknown> implements Execution<Host>, Renew
     // another connection would wait for it, then find the record completed and report a lost lease.
     this.#settle();
     // Until `finish` sees the answer that went out, the commit is not known: if `finalize` throws, or the
-    // transaction fails later, the host answers otherwise and `finish` releases the key.
-    this.#storedExternally = stored.status;
+    // transaction fails later, the host answers otherwise and `finish` releases the key. So the `finalized`
+    // event waits for that answer too: an event reports what is durable.
     const { scope, key, owner } = this;
-    const finalized = await finalize({
-      scope,
-      key,
-      owner,
-      response: stored,
-      nowMs: this.#runtime.clock.nowMs(),
-    });
+    const nowMs = this.#runtime.clock.nowMs();
+    this.#storedExternally = { status: stored.status, durationMs: 0, omitted: undefined };
+    // A limit is refused before it reaches the backend (the SPI's rule), so the transaction can go on with a
+    // smaller record: the work is done, and its answer is kept down to the status alone.
+    const candidates = [{ response: stored, omitted: undefined }, ...smallerResponses(stored)];
+    let kept: (typeof candidates)[number] = { response: stored, omitted: undefined };
+    let finalized = false;
+    for (let i = 0; i < candidates.length; i++) {
+      kept = candidates[i] as (typeof candidates)[number];
+      try {
+        finalized = await finalize({ scope, key, owner, response: kept.response, nowMs });
+        break;
+      } catch (error) {
+        // A fault, or not even the status fits: the host's to handle (its transaction rolls back).
+        if (!isStoreLimitError(error) || i === candidates.length - 1) throw error;
+      }
+    }
     const durationMs = performance.now() - startedMs;
     const { status } = stored;
     if (!finalized) {
@@ -463,9 +491,7 @@ export class ReservedExecution<Host = unknown> implements Execution<Host>, Renew
       }
       return 'lease-lost';
     }
-    if (this.#listening) {
-      this.#runtime.emit({ type: 'finalized', ...this.#eventBase(durationMs), status, external: true });
-    }
+    this.#storedExternally = { status, durationMs, omitted: kept.omitted };
     return 'finalized';
   }
 
@@ -484,51 +510,74 @@ export class ReservedExecution<Host = unknown> implements Execution<Host>, Renew
     if (!this.#settle()) return 'already-settled';
     const stored = this.prepare(response);
     if (stored === undefined) return this.#release('status', response.status);
-    const { store, clock, emit } = this.#runtime;
     try {
-      const finalizing = () =>
-        store.finalize({
+      return await this.#finalize(stored, undefined);
+    } catch (error) {
+      // A fault was already reported as a store-error event.
+      if (!isStoreLimitError(error)) return 'store-error';
+    }
+    // The handler ran: its answer is the decision, and releasing the key would run it again on the retry. Keep
+    // what the store can hold, down to the status alone.
+    for (const { response: smaller, omitted } of smallerResponses(stored)) {
+      try {
+        return await this.#finalize(smaller, omitted);
+      } catch (error) {
+        if (!isStoreLimitError(error)) return 'store-error';
+      }
+    }
+    // Not even the status fits (a store whose own bounds the record outgrew): free the key rather than leave it
+    // blocked for its lease.
+    return this.#release('unstorable', stored.status);
+  }
+
+  /** Store the response (owner-fenced); throws what the store threw, a limit included. */
+  async #finalize(stored: StoredResponse, omitted: OmittedParts | undefined): Promise<FinishOutcome> {
+    const { store, clock, emit } = this.#runtime;
+    const finalizing = () =>
+      store.finalize({
+        scope: this.scope,
+        key: this.key,
+        owner: this.owner,
+        response: stored,
+        nowMs: clock.nowMs(),
+      });
+    let { value: finalized, durationMs } = await this.#runtime.callStore('finalize', this, finalizing);
+    if (!finalized && this.#inTransaction) {
+      // Reserved in the host's transaction, which rolled back (a handler error such as a deterministic 409),
+      // and answered with a status that is stored: keep that answer for the retry, reserved afresh.
+      ({ value: finalized, durationMs } = await this.#runtime.callStore('finalize', this, async () => {
+        const nowMs = clock.nowMs();
+        const again = await store.reserve({
           scope: this.scope,
           key: this.key,
+          fingerprint: this.fingerprint,
           owner: this.owner,
-          response: stored,
-          nowMs: clock.nowMs(),
+          nowMs,
+          leaseUntilMs: nowMs + this.#runtime.leaseMs,
+          expiresAtMs: nowMs + this.#runtime.lifetimeMs,
         });
-      let { value: finalized, durationMs } = await this.#runtime.callStore('finalize', this, finalizing);
-      if (!finalized && this.#inTransaction) {
-        // Reserved in the host's transaction, which rolled back (a handler error such as a deterministic 409),
-        // and answered with a status that is stored: keep that answer for the retry, reserved afresh.
-        ({ value: finalized, durationMs } = await this.#runtime.callStore('finalize', this, async () => {
-          const nowMs = clock.nowMs();
-          const again = await store.reserve({
-            scope: this.scope,
-            key: this.key,
-            fingerprint: this.fingerprint,
-            owner: this.owner,
-            nowMs,
-            leaseUntilMs: nowMs + this.#runtime.leaseMs,
-            expiresAtMs: nowMs + this.#runtime.lifetimeMs,
-          });
-          return again.outcome === 'reserved' && (await finalizing());
-        }));
-        // Someone else holds the key by now (a duplicate that waited on the row): its answer stands.
-        if (!finalized) return 'already-settled';
-      }
-      const { status } = stored;
-      if (!finalized) {
-        if (this.#listening) {
-          emit({ type: 'lease-lost', ...this.#eventBase(durationMs), phase: 'finalize', status });
-        }
-        return 'lease-lost';
-      }
-      if (this.#listening)
-        emit({ type: 'finalized', ...this.#eventBase(durationMs), status, external: false });
-      return 'finalized';
-    } catch (error) {
-      // A response the store cannot hold: free the key, so the retry executes, rather than leave it blocked
-      // until the lease lapses. A fault was already reported as a store-error event.
-      return isStoreLimitError(error) ? this.#release('unstorable', stored.status) : 'store-error';
+        return again.outcome === 'reserved' && (await finalizing());
+      }));
+      // Someone else holds the key by now (a duplicate that waited on the row): its answer stands.
+      if (!finalized) return 'already-settled';
     }
+    const { status } = stored;
+    if (!finalized) {
+      if (this.#listening) {
+        emit({ type: 'lease-lost', ...this.#eventBase(durationMs), phase: 'finalize', status });
+      }
+      return 'lease-lost';
+    }
+    if (this.#listening) {
+      emit({
+        type: 'finalized',
+        ...this.#eventBase(durationMs),
+        status,
+        external: false,
+        ...(omitted === undefined ? {} : { omitted }),
+      });
+    }
+    return 'finalized';
   }
 
   /**
@@ -542,12 +591,12 @@ export class ReservedExecution<Host = unknown> implements Execution<Host>, Renew
     const stored = this.#storedExternally;
     this.#storedExternally = undefined;
     if (stored === undefined) return 'already-settled';
-    if (status === stored) return 'finalized';
+    if (status === stored.status) return this.#finalizedExternally(stored);
     try {
       const { value: released, durationMs } = await this.#runtime.callStore('release', this, () =>
         this.#runtime.store.release({ scope: this.scope, key: this.key, owner: this.owner }),
       );
-      if (!released) return 'finalized'; // the commit went through after all
+      if (!released) return this.#finalizedExternally(stored); // the commit went through after all
       if (this.#listening) {
         this.#runtime.emit({
           type: 'released',
@@ -560,6 +609,21 @@ export class ReservedExecution<Host = unknown> implements Execution<Host>, Renew
     } catch {
       return 'store-error';
     }
+  }
+
+  /** The host's transaction committed the record it finalized: now that is durable, say so. */
+  #finalizedExternally(stored: ExternalFinalize): 'finalized' {
+    if (this.#listening) {
+      const { status, durationMs, omitted } = stored;
+      this.#runtime.emit({
+        type: 'finalized',
+        ...this.#eventBase(durationMs),
+        status,
+        external: true,
+        ...(omitted === undefined ? {} : { omitted }),
+      });
+    }
+    return 'finalized';
   }
 
   async abort(): Promise<void> {

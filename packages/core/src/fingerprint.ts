@@ -52,11 +52,67 @@ export interface FingerprintOptions {
 
 const JSON_CONTENT_TYPE = /^application\/(?:[\w.+-]+\+)?json\b/i;
 
-/** `type/subtype`, lower-cased, without parameters (`charset` does not change the bytes hashed). */
+/**
+ * The media type as part of the identity: `type/subtype` lower-cased, then its parameters (names lower-cased,
+ * quoted values unquoted, `charset` values lower-cased, sorted by name), so that the same bytes under two
+ * `multipart/form-data` boundaries or two charsets, which mean different things, are different requests,
+ * while two spellings of one type are one. A JSON type's `charset` is left out: JSON is UTF-8 whatever it
+ * says.
+ */
 function mediaTypeOf(contentType: string | undefined): string | null {
   if (contentType === undefined) return null;
   const end = contentType.indexOf(';');
-  return (end === -1 ? contentType : contentType.slice(0, end)).trim().toLowerCase();
+  if (end === -1) return contentType.trim().toLowerCase();
+  const type = contentType.slice(0, end).trim().toLowerCase();
+  let parameters = mediaTypeParameters(contentType.slice(end + 1));
+  // JSON has no charset parameter: it is UTF-8, and one added "has no effect on compliant recipients" (RFC
+  // 8259 §11), so it does not make another request.
+  if (JSON_CONTENT_TYPE.test(type)) parameters = parameters.filter((p) => !p.startsWith('charset='));
+  return parameters.length === 0 ? type : `${type};${parameters.join(';')}`;
+}
+
+/** `name=value` pairs of a media type's parameters (RFC 9110 §5.6.6), normalized and sorted by name. */
+function mediaTypeParameters(text: string): string[] {
+  const parameters: string[] = [];
+  let at = 0;
+  while (at < text.length) {
+    const equals = text.indexOf('=', at);
+    const semicolon = text.indexOf(';', at);
+    if (equals === -1 || (semicolon !== -1 && semicolon < equals)) {
+      // A parameter without a value: kept as written, so that it still tells two types apart.
+      const bare = text
+        .slice(at, semicolon === -1 ? text.length : semicolon)
+        .trim()
+        .toLowerCase();
+      if (bare !== '') parameters.push(bare);
+      at = semicolon === -1 ? text.length : semicolon + 1;
+      continue;
+    }
+    const name = text.slice(at, equals).trim().toLowerCase();
+    let value: string;
+    let next: number;
+    let rest = equals + 1;
+    while (text[rest] === ' ' || text[rest] === '\t') rest++;
+    if (text[rest] === '"') {
+      // A quoted string: backslash escapes a character, the closing quote ends it.
+      value = '';
+      let i = rest + 1;
+      for (; i < text.length && text[i] !== '"'; i++) {
+        if (text[i] === '\\' && i + 1 < text.length) i++;
+        value += text[i];
+      }
+      const after = text.indexOf(';', i);
+      next = after === -1 ? text.length : after + 1;
+    } else {
+      const after = text.indexOf(';', rest);
+      value = text.slice(rest, after === -1 ? text.length : after).trim();
+      next = after === -1 ? text.length : after + 1;
+    }
+    if (name === 'charset') value = value.toLowerCase();
+    parameters.push(`${name}=${JSON.stringify(value)}`);
+    at = next;
+  }
+  return parameters.sort();
 }
 
 /**
@@ -130,20 +186,82 @@ function classifyBody(
   if (body === undefined || body === null) {
     return { kind: 'none' };
   }
-  if (typeof body === 'string' || body instanceof Uint8Array) {
-    if (body.length === 0) {
+  const raw = typeof body === 'string' || body instanceof Uint8Array ? body : bytesOfBinary(body);
+  if (raw !== undefined) {
+    if (raw.length === 0) {
       return { kind: 'none' };
     }
     if (contentType !== undefined && JSON_CONTENT_TYPE.test(contentType)) {
-      const text = jsonText(body);
+      const text = jsonText(raw);
       const canonical = text === undefined ? undefined : exactCanonicalJson(text, excluded);
       if (canonical !== undefined) return { kind: 'canonical', text: canonical };
       // Not JSON after all (or not UTF-8, or nested too deeply to canonicalize): the raw bytes are the identity.
     }
-    return { kind: 'bytes', bytes: body };
+    return { kind: 'bytes', bytes: raw };
   }
+  refuseUnhashable(body, '');
   return { kind: 'json', value: body };
 }
+
+/**
+ * The bytes of a binary body other than a `Uint8Array`: any typed array or `DataView` (by the bytes it views,
+ * not its elements) and an `ArrayBuffer` or `SharedArrayBuffer`. Undefined for anything else.
+ */
+function bytesOfBinary(body: unknown): Uint8Array | undefined {
+  if (ArrayBuffer.isView(body)) return new Uint8Array(body.buffer, body.byteOffset, body.byteLength);
+  if (body instanceof ArrayBuffer) return new Uint8Array(body);
+  if (typeof SharedArrayBuffer !== 'undefined' && body instanceof SharedArrayBuffer) {
+    return new Uint8Array(body);
+  }
+  return undefined;
+}
+
+/**
+ * A parsed body is hashed as canonical JSON, which holds plain objects, arrays and scalars (and whatever a
+ * `toJSON` turns into those). Anything else would be written as something it is not (`JSON.stringify` writes
+ * a `Map`, a `Blob`, a stream or a `FormData` as `{}`, so two different uploads would share a fingerprint, and
+ * a `Uint16Array` as an object of its elements): refused, naming what to pass instead.
+ */
+function refuseUnhashable(value: unknown, path: string): void {
+  if (typeof value !== 'object' || value === null) {
+    if (typeof value === 'function' || typeof value === 'symbol') {
+      throw new TypeError(`the request body${at(path)} is a ${typeof value}, which has no JSON form to hash`);
+    }
+    return;
+  }
+  if (Array.isArray(value) || typeof (value as { toJSON?: unknown }).toJSON === 'function') return;
+  const prototype = Object.getPrototypeOf(value);
+  if ((prototype === Object.prototype || prototype === null) && !(Symbol.asyncIterator in value)) return;
+  const kind = (prototype as { constructor?: { name?: unknown } }).constructor?.name;
+  const what = typeof kind === 'string' && kind !== '' ? kind : 'object';
+  if (ArrayBuffer.isView(value) || bytesOfBinary(value) !== undefined) {
+    throw new TypeError(
+      `the request body${at(path)} is a ${what} inside a parsed value: pass binary data as the whole body`,
+    );
+  }
+  if (
+    (typeof Blob !== 'undefined' && value instanceof Blob) ||
+    (typeof FormData !== 'undefined' && value instanceof FormData) ||
+    value instanceof Map ||
+    value instanceof Set ||
+    value instanceof WeakMap ||
+    value instanceof WeakSet ||
+    value instanceof Promise ||
+    typeof (value as { then?: unknown }).then === 'function' ||
+    typeof (value as { getReader?: unknown }).getReader === 'function' ||
+    typeof (value as { pipe?: unknown }).pipe === 'function' ||
+    Symbol.asyncIterator in value
+  ) {
+    throw new TypeError(
+      `the request body${at(path)} is a ${what}, which cannot be hashed exactly: pass its bytes ` +
+        '(await request.arrayBuffer(), or a raw body parser) or the parsed JSON value',
+    );
+  }
+  // Any other class instance (a DTO a validation pipe built) is written by its own enumerable members, as
+  // JSON.stringify writes it.
+}
+
+const at = (path: string): string => (path === '' ? '' : ` at ${path}`);
 
 /**
  * The text of a raw JSON body, or undefined when the bytes are not well-formed UTF-8: decoding would replace
@@ -236,6 +354,9 @@ function nativeCanonicalJson(value: unknown): string | undefined {
       continue;
     }
     if (typeof (node as { toJSON?: unknown }).toJSON === 'function') return undefined;
+    // Not a plain object (a class instance, or something to refuse): the general path decides.
+    const prototype = Object.getPrototypeOf(node);
+    if (prototype !== Object.prototype && prototype !== null) return undefined;
     objects++;
     for (const name in node) {
       if (!Object.hasOwn(node, name)) continue;
@@ -259,6 +380,8 @@ function nativeCanonicalJson(value: unknown): string | undefined {
 function flatCanonicalJson(value: unknown): string | undefined | null {
   if (value === null || typeof value !== 'object' || Array.isArray(value)) return null;
   if (typeof (value as { toJSON?: unknown }).toJSON === 'function') return undefined;
+  const prototype = Object.getPrototypeOf(value);
+  if (prototype !== Object.prototype && prototype !== null) return undefined;
   const names = Object.keys(value);
   for (const name of names) {
     const member = (value as Record<string, unknown>)[name];
@@ -321,6 +444,8 @@ function writeCanonicalJson(
       emit('[');
       stack.push({ node, path, names: undefined, next: 0, written: 0 });
     } else {
+      const prototype = Object.getPrototypeOf(node);
+      if (prototype !== Object.prototype && prototype !== null) refuseUnhashable(node, path);
       emit('{');
       stack.push({ node, path, names: Object.keys(node).sort(), next: 0, written: 0 });
     }

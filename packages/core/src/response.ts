@@ -60,6 +60,45 @@ export const REPLAYED_HEADER = 'idempotent-replayed';
 /** The header that marks a replay whose body was too large to store. */
 export const BODY_OMITTED_HEADER = 'idempotent-replay-body-omitted';
 
+/**
+ * The header that marks a replay whose headers the store could not hold: only the status (and the body, where
+ * it fit) was kept. It is stored among the record's headers, so that every store keeps it as it keeps any.
+ */
+export const HEADERS_OMITTED_HEADER = 'idempotent-replay-headers-omitted';
+
+/** What a store could not hold of a response, and left out so that the rest is kept. */
+export type OmittedParts = 'body' | 'headers' | 'body-and-headers';
+
+/**
+ * What is kept of a response the store cannot hold whole (a header over its limit, a body over its size):
+ * smaller records, from the most kept to the status alone, each with what it left out. The status is always
+ * kept: the request ran, and a retry must be told so rather than run it again. A body kept without its
+ * headers keeps its `content-encoding`, without which its bytes read as garbage.
+ */
+export function smallerResponses(
+  stored: StoredResponse,
+): { readonly response: StoredResponse; readonly omitted: OmittedParts }[] {
+  const { status, headers, body } = stored;
+  const withoutBody = body !== null || stored.bodyOmitted === true ? { bodyOmitted: true as const } : {};
+  const marker = { [HEADERS_OMITTED_HEADER]: 'true' };
+  const encoding = headers['content-encoding'];
+  const smaller: { response: StoredResponse; omitted: OmittedParts }[] = [];
+  if (body !== null) {
+    smaller.push({ response: { status, headers, body: null, ...withoutBody }, omitted: 'body' });
+  }
+  if (Object.keys(headers).length > 0) {
+    if (body !== null) {
+      const kept = encoding === undefined ? marker : { 'content-encoding': encoding, ...marker };
+      smaller.push({ response: { status, headers: kept, body }, omitted: 'headers' });
+    }
+    smaller.push({
+      response: { status, headers: marker, body: null, ...withoutBody },
+      omitted: body !== null ? 'body-and-headers' : 'headers',
+    });
+  }
+  return smaller;
+}
+
 export interface StoreResponseOptions {
   /** Lower-case header names to keep. */
   readonly allowHeaders: ReadonlySet<string>;

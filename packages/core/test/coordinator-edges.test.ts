@@ -1,4 +1,4 @@
-import { ErrorCode, type IdempotencyStore } from '@idem/core';
+import { ErrorCode, type IdempotencyStore, IdemStoreLimitError } from '@idem/core';
 import { describe, expect, test } from 'vitest';
 import { created, expectExecute, expectReject, expectReplay, post, setup } from './support/coordinator.js';
 
@@ -75,7 +75,7 @@ describe('coordinator: values the store cannot hold are the request’s problem,
     expectReject(await idem.begin(post()), 422, ErrorCode.StoreLimit);
   });
 
-  test('at finalize: the key is released (the retry executes), never left blocked for its lease', async () => {
+  test('at finalize, when not even the status fits: the key is released, never left blocked for its lease', async () => {
     const { idem, backend, events } = setup();
     const execution = expectExecute(await idem.begin(post()));
     backend.inject('finalize', 'limit');
@@ -85,7 +85,164 @@ describe('coordinator: values the store cannot hold are the request’s problem,
     backend.inject('finalize', undefined);
     expectExecute(await idem.begin(post()));
   });
+});
 
+/** A store that refuses, at finalize, headers or bodies larger than it holds (as the SQL and Redis stores do). */
+function limitedStore(store: IdempotencyStore, bounds: { headerBytes?: number; bodyBytes?: number }) {
+  return {
+    ...store,
+    async finalize(params) {
+      const { headers, body } = params.response;
+      if (JSON.stringify(headers).length > (bounds.headerBytes ?? Number.POSITIVE_INFINITY)) {
+        throw new IdemStoreLimitError('headers too large');
+      }
+      if ((body?.byteLength ?? 0) > (bounds.bodyBytes ?? Number.POSITIVE_INFINITY)) {
+        throw new IdemStoreLimitError('body too large');
+      }
+      return store.finalize(params);
+    },
+  } satisfies IdempotencyStore;
+}
+
+describe('coordinator: a response the store cannot hold whole is kept as far as it fits, never run again', () => {
+  const link = `<${'x'.repeat(70_000)}>; rel="next"`;
+  const answer = { status: 201, headers: { 'content-type': 'text/plain', link }, body: 'made' };
+
+  test.each([
+    [
+      'headers over the store’s limit: the status and body are kept, the headers marked omitted',
+      { headerBytes: 65_536 },
+      'headers',
+      { status: 201, headers: { 'idempotent-replay-headers-omitted': 'true' }, body: 'made' },
+    ],
+    [
+      'a body over the store’s (undeclared) limit: the status and headers are kept, the body marked omitted',
+      { bodyBytes: 2 },
+      'body',
+      {
+        status: 201,
+        headers: { 'content-type': 'text/plain', link, 'idempotent-replay-body-omitted': 'true' },
+        body: null,
+      },
+    ],
+    [
+      'both over: the status alone, both marked omitted',
+      { headerBytes: 65_536, bodyBytes: 2 },
+      'body-and-headers',
+      {
+        status: 201,
+        headers: { 'idempotent-replay-headers-omitted': 'true', 'idempotent-replay-body-omitted': 'true' },
+        body: null,
+      },
+    ],
+  ] as const)('%s', async (_, bounds, omitted, replayed) => {
+    const backend = setup();
+    const { idem, events } = setup({
+      store: limitedStore(backend.backend.store, bounds),
+      replayHeaders: ['content-type', 'link'],
+    });
+    let executions = 0;
+    for (let attempt = 0; attempt < 4; attempt++) {
+      const result = await idem.begin(post());
+      if (result.action === 'execute') {
+        executions++;
+        expect(await result.execution.finish(answer)).toBe('finalized');
+        continue;
+      }
+      const replay = expectReplay(result);
+      expect(replay.status).toBe(replayed.status);
+      expect(replay.headers).toEqual({ ...replayed.headers, 'idempotent-replayed': 'true' });
+      expect(replay.body === null ? null : Buffer.from(replay.body).toString()).toBe(replayed.body);
+    }
+    expect(executions).toBe(1);
+    expect(events.find((e) => e.type === 'finalized')).toMatchObject({ status: 201, omitted });
+  });
+
+  test('an encoded body kept without its headers keeps its content-encoding', async () => {
+    const backend = setup();
+    const { idem } = setup({
+      store: limitedStore(backend.backend.store, { headerBytes: 65_536 }),
+      replayHeaders: ['content-type', 'link'],
+    });
+    const execution = expectExecute(await idem.begin(post()));
+    await execution.finish({ ...answer, body: Buffer.from([0x1f, 0x8b]), contentEncoding: 'gzip' });
+    expect(backend.backend.only()?.response?.headers).toEqual({
+      'content-encoding': 'gzip',
+      'idempotent-replay-headers-omitted': 'true',
+    });
+  });
+
+  test('in the host’s transaction (finalizeWith): the smaller record is written in the same transaction', async () => {
+    const backend = setup();
+    const { idem, events } = setup({
+      store: backend.backend.store,
+      replayHeaders: ['content-type', 'link'],
+    });
+    const limited = limitedStore(backend.backend.store, { headerBytes: 65_536 });
+    const execution = expectExecute(await idem.begin(post()));
+    expect(await execution.finalizeWith(answer, (params) => limited.finalize(params))).toBe('finalized');
+    expect(await execution.finish(answer)).toBe('finalized');
+    expect(backend.backend.only()?.response?.headers).toEqual({
+      'idempotent-replay-headers-omitted': 'true',
+    });
+    expect(events.find((e) => e.type === 'finalized')).toMatchObject({ omitted: 'headers', external: true });
+    expectReplay(await idem.begin(post()));
+  });
+});
+
+describe('coordinator: the transactional finalize is reported when it is durable, not before the commit', () => {
+  test('a commit that fails after finalizeWith (the host answers 503): released, never finalized', async () => {
+    const { idem, backend, events } = setup();
+    const execution = expectExecute(await idem.begin(post()));
+    expect(await execution.finalizeWith(created(), (params) => backend.store.finalize(params))).toBe(
+      'finalized',
+    );
+    // The commit fails: the record the transaction wrote is rolled back with it.
+    const record = backend.only();
+    if (record === undefined) throw new Error('no record');
+    backend.records.set(JSON.stringify(['', record.key]), {
+      ...record,
+      response: null,
+      owner: execution.owner,
+    });
+    expect(events.map((e) => e.type)).toEqual(['reserved']);
+    expect(await execution.finish({ status: 503, headers: {}, body: null })).toBe('released');
+    expect(events.map((e) => (e.type === 'released' ? `released:${e.status}` : e.type))).toEqual([
+      'reserved',
+      'released:503',
+    ]);
+  });
+
+  test('a commit that went through: finalized once the answer goes out with the stored status', async () => {
+    const { idem, backend, events } = setup();
+    const execution = expectExecute(await idem.begin(post()));
+    await execution.finalizeWith(created(), (params) => backend.store.finalize(params));
+    expect(events.map((e) => e.type)).toEqual(['reserved']);
+    expect(await execution.finish(created())).toBe('finalized');
+    expect(events.map((e) => e.type)).toEqual(['reserved', 'finalized']);
+    expect(events[1]).toMatchObject({ type: 'finalized', status: 201, external: true });
+  });
+
+  test('a commit of unknown outcome that did commit (the host answers 503, the release finds it completed): finalized', async () => {
+    const { idem, backend, events } = setup();
+    const execution = expectExecute(await idem.begin(post()));
+    await execution.finalizeWith(created(), (params) => backend.store.finalize(params));
+    expect(await execution.finish({ status: 503, headers: {}, body: null })).toBe('finalized');
+    expect(events.map((e) => e.type)).toEqual(['reserved', 'finalized']);
+    expect(events[1]).toMatchObject({ status: 201 });
+  });
+
+  test('the client leaves after finalizeWith and the commit failed: released', async () => {
+    const { idem, backend, events } = setup();
+    const execution = expectExecute(await idem.begin(post()));
+    await execution.finalizeWith(created(), () => true); // written in a transaction that then rolled back
+    await execution.abort();
+    expect(events.map((e) => e.type)).toEqual(['reserved', 'released']);
+    expect(backend.records.size).toBe(0);
+  });
+});
+
+describe('coordinator: the remaining limits', () => {
   test('a store that declares a smaller body limit lowers the coordinator’s cap', async () => {
     const { idem, backend } = setup();
     const limited = setup({
@@ -145,5 +302,25 @@ describe('coordinator: release and the lease', () => {
     await new Promise((resolve) => setTimeout(resolve, 100));
     expect(backend.calls.filter((c) => c === 'renewLease').length).toBeGreaterThan(renewals);
     await execution.finish(created());
+  });
+});
+
+describe('coordinator: a Blob body (what a fetch-style host hands over) is hashed by the bytes it holds', () => {
+  test('the same bytes replay; other bytes under the key are refused; a custom fingerprint gets the Blob', async () => {
+    const { idem } = setup();
+    const upload = (text: string) =>
+      post({ body: new Blob([text]), contentType: 'application/octet-stream' });
+    await expectExecute(await idem.begin(upload('first upload'))).finish(created());
+    expectReplay(await idem.begin(upload('first upload')));
+    expectReject(await idem.begin(upload('other upload')), 422, ErrorCode.KeyReused);
+    const seen: unknown[] = [];
+    const custom = setup({
+      fingerprint: (request) => {
+        seen.push(request.body);
+        return 'fp';
+      },
+    });
+    expectExecute(await custom.idem.begin(upload('x')));
+    expect(seen[0]).toBeInstanceOf(Blob);
   });
 });

@@ -1,4 +1,5 @@
 import { randomInt } from 'node:crypto';
+import { PassThrough } from 'node:stream';
 import { canonicalJson, computeFingerprint, UNSEEN_BODY } from '@idem/core';
 import { describe, expect, test } from 'vitest';
 
@@ -65,9 +66,17 @@ describe('request identity: different requests never share a fingerprint', () =>
     );
   });
 
-  test('charset and case of the content type do not change the identity; the media type does', () => {
+  test('the spelling of the content type does not change the identity; its parameters do', () => {
     const of = (contentType: string) => post('{"a":1}', { contentType });
-    expect(of('Application/JSON; charset=utf-8')).toBe(of('application/json'));
+    expect(of('Application/JSON; Charset=UTF-8')).toBe(of('application/json;charset="utf-8"'));
+    expect(of('application/json; a=1; b=2')).toBe(of('application/json;b=2;a=1'));
+    expect(of('application/json; x="a;b"')).not.toBe(of('application/json; x=a'));
+    expect(of('application/json; x="a\\"b"')).toBe(of('application/json; x=a"b'));
+    // JSON is UTF-8 whatever it says (RFC 8259 §11): its charset is no part of the request.
+    expect(of('application/json; charset=utf-8')).toBe(of('application/json'));
+    const text = (contentType: string) => post('abc', { contentType });
+    expect(text('text/plain; charset=utf-8')).not.toBe(text('text/plain; charset=iso-8859-1'));
+    expect(text('text/plain; charset=utf-8')).not.toBe(text('text/plain'));
   });
 
   test('the same JSON written differently is one identity: key order, whitespace, string escapes', () => {
@@ -206,3 +215,112 @@ function randomDocument(depth: number): unknown {
     }
   }
 }
+
+/** The bytes of a body kind, as a host hands it over. */
+const kinds: ReadonlyArray<readonly [string, (bytes: Uint8Array) => unknown]> = [
+  ['a string', (bytes) => Buffer.from(bytes).toString('latin1')],
+  ['a Uint8Array', (bytes) => new Uint8Array(bytes)],
+  ['a Buffer', (bytes) => Buffer.from(bytes)],
+  ['an ArrayBuffer', (bytes) => new Uint8Array(bytes).buffer],
+  [
+    'a SharedArrayBuffer',
+    (bytes) => {
+      const shared = new SharedArrayBuffer(bytes.byteLength);
+      new Uint8Array(shared).set(bytes);
+      return shared;
+    },
+  ],
+  ['a DataView', (bytes) => new DataView(new Uint8Array(bytes).buffer)],
+  ['a Uint16Array', (bytes) => new Uint16Array(new Uint8Array(bytes).buffer)],
+  ['a Float64Array', (bytes) => new Float64Array(new Uint8Array(bytes).buffer)],
+  [
+    'a view into a larger buffer',
+    (bytes) => {
+      const larger = new Uint8Array(bytes.byteLength + 16).fill(0x55);
+      larger.set(bytes, 8);
+      return new Int8Array(larger.buffer, 8, bytes.byteLength);
+    },
+  ],
+];
+
+describe('body kinds × media types: a binary body is hashed by its bytes, whatever view holds them', () => {
+  const of = (body: unknown, contentType: string) =>
+    computeFingerprint({ method: 'POST', route: '/up', path: '/up', body, contentType });
+  // Eight bytes, so that every view (Float64Array included) covers them whole.
+  const bytesA = Uint8Array.from([1, 0, 2, 0, 3, 0, 4, 0]);
+  const bytesB = Uint8Array.from([1, 0, 2, 0, 3, 0, 4, 1]);
+  const mediaTypes = [
+    'application/octet-stream',
+    'multipart/form-data; boundary=A',
+    'multipart/form-data; boundary=B',
+    'text/plain; charset=utf-8',
+    'text/plain; charset=iso-8859-1',
+    'application/json',
+  ];
+
+  test.each(kinds)('%s: the same bytes as every other kind, and other bytes apart', (_, make) => {
+    for (const type of mediaTypes) {
+      expect(of(make(bytesA), type)).toBe(of(bytesA, type));
+      expect(of(make(bytesB), type)).toBe(of(bytesB, type));
+      expect(of(make(bytesA), type)).not.toBe(of(make(bytesB), type));
+    }
+  });
+
+  test('every (bytes, media type) pair is distinct from every other, and from parsed JSON that looks alike', () => {
+    const seen = new Map<string, string>();
+    const add = (name: string, fingerprint: string) => {
+      expect(seen.get(fingerprint), `${name} collides`).toBeUndefined();
+      seen.set(fingerprint, name);
+    };
+    for (const type of mediaTypes) {
+      add(`A as ${type}`, of(new Uint16Array(bytesA.buffer), type));
+      add(`B as ${type}`, of(new DataView(bytesB.buffer), type));
+      // What JSON.stringify makes of those views, and of every ArrayBuffer, Blob or DataView: {}.
+      add(`parsed {"0":1,"1":2,…} as ${type}`, of({ 0: 1, 1: 2, 2: 3, 3: 4 }, type));
+      add(`parsed {} as ${type}`, of({}, type));
+    }
+    expect(seen.size).toBe(mediaTypes.length * 4);
+  });
+
+  test('an empty binary body is no body, as an empty string is', () => {
+    const none = of(undefined, 'application/octet-stream');
+    for (const [, make] of kinds) expect(of(make(new Uint8Array(0)), 'application/octet-stream')).toBe(none);
+  });
+
+  test('JSON bytes in any view are canonicalized as JSON', () => {
+    const text = new TextEncoder().encode('{"b":1,"a":2}');
+    const reordered = new TextEncoder().encode('{ "a":2, "b":1 }');
+    expect(of(new DataView(text.buffer), 'application/json')).toBe(of(reordered.buffer, 'application/json'));
+  });
+});
+
+describe('bodies that cannot be hashed exactly are refused, never written as {}', () => {
+  class Dto {
+    constructor(readonly a: number) {}
+  }
+  test.each([
+    ['a Blob (the coordinator reads it; the synchronous fingerprint cannot)', new Blob(['x'])],
+    ['a FormData', new FormData()],
+    ['a Map', new Map([['a', 1]])],
+    ['a Set', new Set([1])],
+    ['a web ReadableStream', new ReadableStream()],
+    ['a Node stream', new PassThrough()],
+    ['an async iterable', { async *[Symbol.asyncIterator]() {} }],
+    ['a Promise', Promise.resolve({ a: 1 })],
+    ['a function', () => 1],
+    ['a typed array inside parsed JSON', { data: new Uint16Array([1, 2]) }],
+    ['an ArrayBuffer inside an array', [new ArrayBuffer(2)]],
+    ['a Map inside parsed JSON', { nested: { m: new Map() } }],
+    ['a Blob inside parsed JSON', { file: new Blob(['x']) }],
+  ])('%s', (_, body) => {
+    expect(() => computeFingerprint({ method: 'POST', route: '/up', body })).toThrow(TypeError);
+  });
+
+  test('a class instance without toJSON (a DTO) is hashed by its members, as JSON.stringify writes it', () => {
+    const of = (body: unknown) => computeFingerprint({ method: 'POST', route: '/up', body });
+    expect(of(new Dto(1))).toBe(of({ a: 1 }));
+    expect(of({ nested: new Dto(1) })).toBe(of({ nested: { a: 1 } }));
+    expect(of(new Dto(1))).not.toBe(of(new Dto(2)));
+    expect(of({ at: new Date(0) })).toBe(of({ at: '1970-01-01T00:00:00.000Z' }));
+  });
+});
