@@ -152,6 +152,35 @@ describe('@idem/opentelemetry: spans of one executed and one replayed request (i
   });
 });
 
+describe('@idem/opentelemetry: a transactional finalize is traced as it durably ended', () => {
+  test('finalized in the transaction, then the commit failed and a 503 went out: one process span, released', async () => {
+    const { exporter, idem } = setup();
+    const result = await idem.begin(post());
+    if (result.action !== 'execute') throw new Error(result.action);
+    await result.execution.finalizeWith({ ...created, status: 200 }, () => true);
+    await result.execution.finish({ status: 503, headers: {}, body: null });
+    const process = only(exporter.getFinishedSpans(), SpanName.Process);
+    expect(process.attributes).toMatchObject({
+      [Attribute.Outcome]: 'released',
+      [Attribute.StatusCode]: 503,
+    });
+  });
+
+  test('finalized in the transaction, and the answer with that status went out: one process span, finalized', async () => {
+    const { exporter, idem } = setup();
+    const result = await idem.begin(post());
+    if (result.action !== 'execute') throw new Error(result.action);
+    await result.execution.finalizeWith(created, () => true);
+    expect(named(exporter.getFinishedSpans(), SpanName.Process)).toHaveLength(0);
+    await result.execution.finish(created);
+    const process = only(exporter.getFinishedSpans(), SpanName.Process);
+    expect(process.attributes).toMatchObject({
+      [Attribute.Outcome]: 'finalized',
+      [Attribute.StatusCode]: 201,
+    });
+  });
+});
+
 describe('@idem/opentelemetry: parenting under the request span', () => {
   const manager = new AsyncLocalStorageContextManager();
   beforeAll(() => {

@@ -70,6 +70,8 @@ interface Tracked {
   readonly operation: string;
   readonly method: string;
   readonly decisionMs: number;
+  /** Set once the execution's lost lease is counted: the heartbeat and the finalize may both report it. */
+  leaseLost?: true;
 }
 
 /**
@@ -229,13 +231,28 @@ export function createIdempotencyMetrics(options: IdempotencyMetricsOptions = {}
         return;
       }
       case 'finalized':
+        // A response kept without what the store could not hold: one refusal, however many tries it took.
+        if (event.omitted !== undefined) {
+          errors.inc({ error_type: ErrorType.StoreLimit, operation: operationOf(event.method, event.route) });
+        }
+        ended(event.owner, event.status, event.executionMs);
+        return;
       case 'released':
+        if (event.reason === 'unstorable') {
+          errors.inc({ error_type: ErrorType.StoreLimit, operation: operationOf(event.method, event.route) });
+        }
         ended(event.owner, event.status, event.executionMs);
         return;
       case 'lease-lost': {
-        const operation = operationOf(event.method, event.route);
-        leaseLosses.inc({ operation, phase: event.phase });
-        errors.inc({ error_type: ErrorType.LeaseLost, operation });
+        // Counted per execution, where it first found out: a heartbeat that finds the key taken and the
+        // finalize that then fails report one lost lease.
+        const entry = tracked.get(event.owner);
+        if (entry?.leaseLost !== true) {
+          const operation = operationOf(event.method, event.route);
+          leaseLosses.inc({ operation, phase: event.phase });
+          errors.inc({ error_type: ErrorType.LeaseLost, operation });
+          if (entry !== undefined) entry.leaseLost = true;
+        }
         if (event.phase !== 'heartbeat') ended(event.owner, event.status, event.executionMs);
         return;
       }
@@ -252,6 +269,8 @@ export function createIdempotencyMetrics(options: IdempotencyMetricsOptions = {}
         return;
       }
       case 'store-limit': {
+        // At finalize, the execution's end says what came of it (kept smaller, or released): counted there.
+        if (event.operation === 'finalize') return;
         const operation = operationOf(event.method, event.route);
         errors.inc({ error_type: ErrorType.StoreLimit, operation });
         if (event.status !== undefined)

@@ -1,4 +1,9 @@
-import { createIdempotency, type IdempotencyStore, type IdempotentRequest } from '@idem/core';
+import {
+  createIdempotency,
+  type IdempotencyStore,
+  type IdempotentRequest,
+  IdemStoreLimitError,
+} from '@idem/core';
 import { createIdempotencyMetrics } from '@idem/prometheus';
 import { createMemoryStore } from '@idem/store-memory';
 import { Registry } from 'prom-client';
@@ -155,6 +160,98 @@ describe('@idem/prometheus on a real registry, read back from the scraped text',
     expect(total(samples, 'idempotency_cache_hits_total', { operation: 'reserve' })).toBe(1);
     expect(total(samples, 'idempotency_cache_misses_total', { operation: 'load' })).toBe(1);
     expect(total(samples, 'idempotency_active_keys_count')).toBe(0);
+    await store.close();
+  });
+});
+
+describe('@idem/prometheus: each execution counted once, as it durably ended', () => {
+  test('one lost lease, found by the heartbeat and again by the finalize, is one loss and one error', () => {
+    const registry = new Registry();
+    const metrics = createIdempotencyMetrics({ registry });
+    const base = { scope: 's', key: 'k', method: 'POST', route: ROUTE, owner: 'o1', durationMs: 1 };
+    metrics.onEvent({ type: 'reserved', ...base, tookOver: false, elapsedMs: 1 });
+    metrics.onEvent({ type: 'lease-lost', ...base, phase: 'heartbeat', executionMs: 5 });
+    metrics.onEvent({ type: 'lease-lost', ...base, phase: 'finalize', status: 201, executionMs: 9 });
+    return scrape(registry).then((samples) => {
+      expect(total(samples, 'idempotency_lease_losses_total')).toBe(1);
+      expect(total(samples, 'idempotency_lease_losses_total', { phase: 'heartbeat' })).toBe(1);
+      expect(total(samples, 'idempotency_errors_total', { error_type: 'lease_lost' })).toBe(1);
+      expect(total(samples, 'idempotency_requests_total')).toBe(1);
+      expect(total(samples, 'idempotency_active_keys_count')).toBe(0);
+    });
+  });
+
+  test('through the coordinator: a heartbeat that finds the key taken, then the finalize, count one loss', async () => {
+    const registry = new Registry();
+    const metrics = createIdempotencyMetrics({ registry });
+    let nowMs = 1_000_000;
+    const store = createMemoryStore({ sweepIntervalMs: false });
+    const idem = createIdempotency({
+      store,
+      clock: { nowMs: () => nowMs },
+      leaseMs: 1_000,
+      heartbeatIntervalMs: 20,
+      onEvent: metrics.onEvent,
+    });
+    const first = await idem.begin(post());
+    if (first.action !== 'execute') throw new Error(first.action);
+    // The first request stalls past its lease: another node's retry takes it over, then its heartbeat sees.
+    nowMs += 5_000;
+    const second = await idem.begin(post());
+    if (second.action !== 'execute') throw new Error(second.action);
+    await new Promise<void>((resolve) => first.execution.signal.addEventListener('abort', () => resolve()));
+    expect(await first.execution.finish(created)).toBe('lease-lost');
+    await second.execution.finish(created);
+    const samples = await scrape(registry);
+    expect(total(samples, 'idempotency_lease_losses_total')).toBe(1);
+    expect(total(samples, 'idempotency_errors_total', { error_type: 'lease_lost' })).toBe(1);
+    await store.close();
+  });
+
+  test('a transactional finalize whose commit failed counts the 503 that went out, not the 200', async () => {
+    const registry = new Registry();
+    const metrics = createIdempotencyMetrics({ registry });
+    const store = createMemoryStore({ sweepIntervalMs: false });
+    const idem = createIdempotency({ store, heartbeatIntervalMs: false, onEvent: metrics.onEvent });
+    const result = await idem.begin(post());
+    if (result.action !== 'execute') throw new Error(result.action);
+    await result.execution.finalizeWith({ ...created, status: 200 }, () => true); // then the COMMIT fails
+    await result.execution.finish({ status: 503, headers: {}, body: null });
+    const samples = await scrape(registry);
+    expect(total(samples, 'idempotency_requests_total', { status: '503' })).toBe(1);
+    expect(total(samples, 'idempotency_requests_total', { status: '200' })).toBe(0);
+    await store.close();
+  });
+
+  test('a response kept without the headers the store could not hold: one store_limit error, the 201 counted', async () => {
+    const registry = new Registry();
+    const metrics = createIdempotencyMetrics({ registry });
+    const store = createMemoryStore({ sweepIntervalMs: false });
+    const limited: IdempotencyStore = {
+      ...store,
+      reserve: (p) => store.reserve(p),
+      load: (p) => store.load(p),
+      release: (p) => store.release(p),
+      renewLease: (p) => store.renewLease(p),
+      purgeExpired: (p) => store.purgeExpired(p),
+      async finalize(params) {
+        if (params.response.headers.link !== undefined) throw new IdemStoreLimitError('headers too large');
+        return store.finalize(params);
+      },
+    };
+    const idem = createIdempotency({
+      store: limited,
+      heartbeatIntervalMs: false,
+      replayHeaders: ['content-type', 'link'],
+      onEvent: metrics.onEvent,
+    });
+    const result = await idem.begin(post());
+    if (result.action !== 'execute') throw new Error(result.action);
+    const answer = { ...created, headers: { ...created.headers, link: '<x>' } };
+    expect(await result.execution.finish(answer)).toBe('finalized');
+    const samples = await scrape(registry);
+    expect(total(samples, 'idempotency_errors_total', { error_type: 'store_limit' })).toBe(1);
+    expect(total(samples, 'idempotency_requests_total', { status: '201' })).toBe(1);
     await store.close();
   });
 });
