@@ -1,6 +1,7 @@
 import { concurrencyGroup } from './groups/concurrency.js';
 import { expiryGroup } from './groups/expiry.js';
 import { fencingGroup } from './groups/fencing.js';
+import { limitsGroup } from './groups/limits.js';
 import { payloadGroup } from './groups/payloads.js';
 import { reserveGroup } from './groups/reserve.js';
 import { scopingGroup } from './groups/scoping.js';
@@ -12,6 +13,7 @@ export const conformanceGroups = {
   fencing: fencingGroup,
   scoping: scopingGroup,
   payloads: payloadGroup,
+  limits: limitsGroup,
   expiry: expiryGroup,
   concurrency: concurrencyGroup,
 } as const satisfies Record<string, ConformanceGroup>;

@@ -121,15 +121,21 @@ describe('through the coordinator, a value the store cannot hold is a 4xx, never
       }
     });
 
-    test(`${name}: headers over 64 KiB at finalize → the key is released, and the retry executes`, async () => {
+    test(`${name}: headers over 64 KiB at finalize → the status and body are kept, never run again`, async () => {
       const { store, cleanup } = await make();
       try {
         const idem = createIdempotency({ store, heartbeatIntervalMs: false, replayHeaders: ['link'] });
         const first = await idem.begin(request);
         if (first.action !== 'execute') throw new Error(first.action);
         const huge = { status: 201, headers: { link: 'x'.repeat(70_000) }, body: '{}' };
-        expect(await first.execution.finish(huge)).toBe('released');
-        expect((await idem.begin(request)).action).toBe('execute');
+        expect(await first.execution.finish(huge)).toBe('finalized');
+        for (let retry = 0; retry < 3; retry++) {
+          const replay = await idem.begin(request);
+          if (replay.action !== 'replay') throw new Error(replay.action);
+          expect(replay.response.status).toBe(201);
+          expect(replay.response.headers['idempotent-replay-headers-omitted']).toBe('true');
+          expect(Buffer.from(replay.response.body ?? []).toString()).toBe('{}');
+        }
       } finally {
         await cleanup?.();
       }
