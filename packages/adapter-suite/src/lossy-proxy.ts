@@ -93,7 +93,8 @@ function readAll(stream: IncomingMessage): Promise<Buffer> {
   });
 }
 
-type Fault = keyof FaultRates | 'deliver';
+/** What the proxy does with one request: one of the faults, or deliver it. */
+export type Fault = keyof FaultRates | 'deliver';
 
 const FAULTS = ['dropAnswer', 'resetAfterForward', 'resetBeforeForward', 'answer503'] as const;
 const BLOCK = 60;
@@ -106,10 +107,16 @@ const BLOCK = 60;
  */
 export async function startLossyProxy(
   target: string,
-  options: { readonly faults: FaultRates; readonly seed?: number },
+  options: {
+    readonly faults: FaultRates;
+    readonly seed?: number;
+    /** What to do with the first requests, in order, before the dealt faults (a scripted test). @default [] */
+    readonly script?: readonly Fault[];
+  },
 ): Promise<LossyProxy> {
   const random = seeded(options.seed ?? 1);
   const { faults } = options;
+  const script = [...(options.script ?? [])];
   const stats: LossyProxyStats = {
     requests: 0,
     forwarded: 0,
@@ -123,6 +130,8 @@ export async function startLossyProxy(
   // seeded random order. The share lost is then the rate asked for, not a draw around it.
   const deck: Fault[] = [];
   const pick = (): Fault => {
+    const scripted = script.shift();
+    if (scripted !== undefined) return scripted;
     if (deck.length === 0) {
       for (const fault of FAULTS) deck.push(...Array<Fault>(Math.round(faults[fault] * BLOCK)).fill(fault));
       if (deck.length > BLOCK) throw new RangeError('the fault rates add up to more than 1');

@@ -48,14 +48,21 @@ export interface AttemptSignal {
   clearTimeout(): void;
 }
 
-/** Make the signal of one attempt. Without `timeoutMs`, it is the caller's signal itself. */
-export function attemptSignal(caller: AbortSignal | undefined, timeoutMs: number | undefined): AttemptSignal {
+/**
+ * Make the signal of one attempt (or of reading its body, `what`). Without `timeoutMs`, it is the caller's
+ * signal itself.
+ */
+export function attemptSignal(
+  caller: AbortSignal | undefined,
+  timeoutMs: number | undefined,
+  what = 'The attempt',
+): AttemptSignal {
   if (timeoutMs === undefined) return { signal: caller, timedOut: () => false, clearTimeout: () => {} };
   const own = new AbortController();
   let timedOut = false;
   const timer = setTimeout(() => {
     timedOut = true;
-    own.abort(new DOMException(`The attempt took longer than ${timeoutMs} ms`, 'TimeoutError'));
+    own.abort(new DOMException(`${what} took longer than ${timeoutMs} ms`, 'TimeoutError'));
   }, timeoutMs);
   return {
     signal: caller === undefined ? own.signal : anySignal([caller, own.signal]),

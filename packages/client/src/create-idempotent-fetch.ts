@@ -1,6 +1,7 @@
 import { v7 as uuidv7, validate, version } from 'uuid';
-import { raceAbort } from './abort.js';
+import { abortReason } from './abort.js';
 import { recordOutcome } from './call-outcome.js';
+import { ClientErrorCode, IdemClientError } from './errors.js';
 import { keyLifetimeSource } from './key-lifetime.js';
 import {
   type IdempotentFetchOptions,
@@ -8,7 +9,7 @@ import {
   resolveOptions,
   SAFE_METHODS,
 } from './options.js';
-import { buildTemplate, isRequest } from './request-template.js';
+import { buildTemplate, callSignal, discardBody, isRequest } from './request-template.js';
 import { runAttempts } from './run-attempts.js';
 
 /** A function with fetch's signature, usable wherever a fetch is: `(input, init) => Promise<Response>`. */
@@ -21,11 +22,39 @@ function uuidV7TimeMs(key: string): number | undefined {
 }
 
 /** The GET of `/v1/config`, retried as any safe request is; it carries the caller's `Authorization`. */
-async function readConfig(options: ResolvedOptions, url: URL, authorization: string | null) {
+async function readConfig(
+  options: ResolvedOptions,
+  url: URL,
+  authorization: string | null,
+  signal: AbortSignal,
+) {
   const headers = new Headers({ accept: 'application/json' });
   if (authorization !== null) headers.set('authorization', authorization);
-  const template = await buildTemplate(url.href, { method: 'GET', headers }, 0);
+  const template = await buildTemplate(
+    url.href,
+    { method: 'GET', headers, signal },
+    { maxBufferBytes: 0, timeoutMs: undefined },
+  );
   return runAttempts(options, { template, key: undefined, keyExpiresAtMs: Number.POSITIVE_INFINITY });
+}
+
+/**
+ * The error of a call whose key is past its lifetime before its first attempt: the same bound as the one that
+ * stops retries (`gaveUp: 'key-lifetime'`), met before anything was sent.
+ */
+function keyExpired(
+  key: string,
+  headerName: string,
+  issuedAtMs: number,
+  lifetimeMs: number,
+): IdemClientError {
+  const error = new IdemClientError(
+    ClientErrorCode.KeyExpired,
+    `the ${headerName} ${key} (from ${new Date(issuedAtMs).toISOString()}) is past its lifetime of ${lifetimeMs} ms: ` +
+      'the server may have forgotten it, so it is not sent (nothing was sent; call again with a fresh key)',
+  );
+  recordOutcome(error, { key, attempts: 0, replayed: false, elapsedMs: 0, gaveUp: 'key-lifetime' });
+  return error;
 }
 
 /**
@@ -50,8 +79,10 @@ async function readConfig(options: ResolvedOptions, url: URL, authorization: str
  */
 export function createIdempotentFetch(options: IdempotentFetchOptions = {}): IdempotentFetch {
   const resolved = resolveOptions(options);
-  const lifetimeOf = keyLifetimeSource(resolved.keyLifetimeMs, resolved.discoverKeyLifetime, (url, auth) =>
-    readConfig(resolved, url, auth),
+  const lifetimeOf = keyLifetimeSource(
+    resolved.keyLifetimeMs,
+    resolved.discoverKeyLifetime,
+    (url, auth, signal) => readConfig(resolved, url, auth, signal),
   );
 
   return async function idempotentFetch(input, init) {
@@ -60,12 +91,19 @@ export function createIdempotentFetch(options: IdempotentFetchOptions = {}): Ide
     const keyed = resolved.methods.has(method);
     if (!keyed && !(resolved.retrySafeMethods && SAFE_METHODS.has(method)))
       return resolved.fetch(input, init);
+    const signal = callSignal(input, init);
+    const limits = { maxBufferBytes: resolved.maxBufferBytes, timeoutMs: resolved.attemptTimeoutMs };
+    if (!keyed) {
+      const template = await buildTemplate(input, init, limits);
+      return runAttempts(resolved, { template, key: undefined, keyExpiresAtMs: Number.POSITIVE_INFINITY });
+    }
 
-    let lifetimeMs = Number.POSITIVE_INFINITY;
-    if (keyed) {
-      const signal = init?.signal === undefined ? request?.signal : (init.signal ?? undefined);
-      const authorization = new Headers(init?.headers ?? request?.headers).get('authorization');
-      const lifetime = await raceAbort(lifetimeOf(authorization), signal);
+    const { headerName, clock } = resolved;
+    const callerHeaders = new Headers(init?.headers ?? request?.headers);
+    let lifetimeMs: number;
+    try {
+      if (signal?.aborted) throw abortReason(signal);
+      const lifetime = await lifetimeOf(callerHeaders.get('authorization'), signal);
       if (lifetime === 'unsupported') {
         // The server ignores keys: a retried mutation could run twice. It goes once, as the caller wrote it.
         const response = await resolved.fetch(input, init);
@@ -79,18 +117,35 @@ export function createIdempotentFetch(options: IdempotentFetchOptions = {}): Ide
         return response;
       }
       lifetimeMs = lifetime;
+    } catch (error) {
+      // Rejected on an abort before its body was read: the body is cancelled, as fetch cancels it.
+      if (signal?.aborted) discardBody(init?.body, abortReason(signal));
+      throw error;
     }
 
-    const template = await buildTemplate(input, init, resolved.maxBufferBytes);
-    if (!keyed) return runAttempts(resolved, { template, key: undefined, keyExpiresAtMs: lifetimeMs });
-    const { headerName, clock } = resolved;
+    // A caller's key may have been used before this call: its lifetime counts from when it was minted, and
+    // one already past it is never sent (checked before the body is read, and again once it was: reading a
+    // slow stream takes time).
+    const callerKey = callerHeaders.get(headerName);
+    const mintedAtMs = callerKey === null ? undefined : uuidV7TimeMs(callerKey);
+    const refuseExpired = (nowMs: number) => {
+      if (
+        callerKey !== null &&
+        mintedAtMs !== undefined &&
+        mintedAtMs < nowMs &&
+        nowMs >= mintedAtMs + lifetimeMs
+      )
+        throw keyExpired(callerKey, headerName, mintedAtMs, lifetimeMs);
+    };
+    refuseExpired(clock.nowMs());
+    const template = await buildTemplate(input, init, limits);
     let key = template.headers.get(headerName);
     if (key === null) {
       key = uuidv7();
       template.headers.set(headerName, key);
     }
-    // A caller's key may have been used before this call: its lifetime counts from when it was minted.
     const nowMs = clock.nowMs();
+    refuseExpired(nowMs);
     const issuedAtMs = Math.min(nowMs, uuidV7TimeMs(key) ?? nowMs);
     return runAttempts(resolved, { template, key, keyExpiresAtMs: issuedAtMs + lifetimeMs });
   };

@@ -2,6 +2,11 @@
 export const ClientErrorCode = {
   /** The key lifetime could not be read from the catalog's `/v1/config`: no mutation is sent. */
   LifetimeUnknown: 'IDEMPOTENCY_LIFETIME_UNKNOWN',
+  /**
+   * The caller's key is already past its lifetime (the time inside their UUIDv7 key plus the key lifetime): the
+   * server may have forgotten it, so it is never sent. Nothing is sent; call again with a fresh key.
+   */
+  KeyExpired: 'IDEMPOTENCY_KEY_EXPIRED',
 } as const;
 
 export type ClientErrorCode = (typeof ClientErrorCode)[keyof typeof ClientErrorCode];

@@ -1,4 +1,4 @@
-import { abortReason, attemptSignal, sleep } from './abort.js';
+import { abortReason, attemptSignal, raceAbort, sleep } from './abort.js';
 import { fullJitterDelayMs } from './backoff.js';
 import { type GaveUp, isReplay, recordOutcome } from './call-outcome.js';
 import type { ResolvedOptions, RetryReason } from './options.js';
@@ -90,7 +90,20 @@ export async function runAttempts(options: ResolvedOptions, plan: CallPlan): Pro
     } finally {
       guard.clearTimeout();
     }
-    if (!(await isRetryableAnswer(response, options.retryOn))) return finish(response, attempt, undefined);
+    // Telling an "in progress" 409 reads its body, which may be slow: the caller's abort ends that too.
+    let retryable: boolean;
+    try {
+      retryable = await raceAbort(isRetryableAnswer(response, options.retryOn), signal);
+    } catch (error) {
+      discard(response);
+      throw error;
+    }
+    // The signal may have aborted the body's read itself, which then looked like no code at all.
+    if (signal?.aborted) {
+      discard(response);
+      throw abortReason(signal);
+    }
+    if (!retryable) return finish(response, attempt, undefined);
     const retryAfterMs = parseRetryAfterMs(response.headers.get('retry-after'), clock.nowMs());
     const step = nextStep(attempt, retryAfterMs);
     if ('gaveUp' in step) return finish(response, attempt, step.gaveUp);

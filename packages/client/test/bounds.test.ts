@@ -76,13 +76,15 @@ describe('every call ends: attempts, elapsed time and the key lifetime bound it'
     expect(starts).toEqual([0, 30, 60, 90]);
   });
 
-  test("a caller's UUIDv7 key minted before the lifetime: sent once, never retried", async () => {
-    const { fetch, sent } = scriptedFetch(answer(503), answer(201));
-    const old = v7({ msecs: Date.now() - 10 * 60_000 });
-    const response = await createIdempotentFetch({ fetch, ...fast, keyLifetimeMs: 5 * 60_000 })(ORDERS, {
-      ...post(),
-      headers: { 'idempotency-key': old },
-    });
+  test("a caller's UUIDv7 key whose lifetime ends before the retry could start: sent once, not retried", async () => {
+    const { fetch, sent } = scriptedFetch(answer(503, {}, { 'retry-after': '120' }), answer(201));
+    const old = v7({ msecs: Date.now() - 4 * 60_000 });
+    const response = await createIdempotentFetch({
+      fetch,
+      ...fast,
+      keyLifetimeMs: 5 * 60_000,
+      maxElapsedMs: 10 * 60_000,
+    })(ORDERS, { ...post(), headers: { 'idempotency-key': old } });
     expect(response.status).toBe(503);
     expect(sent.map((s) => s.headers.get('idempotency-key'))).toEqual([old]);
     expect(callOutcome(response)?.gaveUp).toBe('key-lifetime');
