@@ -16,31 +16,61 @@ export interface TcpProxy {
   partition(): void;
   /** End a partition: the connections that went silent are reset (their streams lost bytes), new ones pass. */
   heal(): void;
+  /**
+   * Stall one connection: the first whose bytes towards the database match `pattern` (a statement's text) from
+   * now on. Those bytes and all that follow on it, both ways, are dropped, its sockets kept open; every other
+   * connection, and every new one, passes as before.
+   */
+  stallOn(pattern: RegExp): Stall;
+  /** How many connections the proxy has accepted so far. */
+  readonly accepted: number;
   close(): Promise<void>;
+}
+
+/** The connection a `stallOn` stalled, once one matched. */
+export interface Stall {
+  /** A connection matched and went silent. */
+  readonly stalled: boolean;
+  /** The node closed the stalled connection itself (it gave up on it instead of keeping it). */
+  readonly closedByNode: boolean;
 }
 
 interface Pair {
   readonly client: Socket;
   readonly server: Socket;
+  silent: boolean;
 }
 
 export async function startTcpProxy(target: { host: string; port: number }): Promise<TcpProxy> {
   let mode: ProxyMode = 'pass';
+  let accepted = 0;
   const pairs = new Set<Pair>();
+  let trigger: { pattern: RegExp; stall: { stalled: boolean; closedByNode: boolean } } | undefined;
   const reset = (pair: Pair) => {
     pairs.delete(pair);
     pair.client.resetAndDestroy();
     pair.server.resetAndDestroy();
   };
   const server: Server = createServer({ noDelay: true }, (client) => {
+    accepted++;
     const upstream = connect({ ...target, noDelay: true });
-    const pair: Pair = { client, server: upstream };
+    const pair: Pair = { client, server: upstream, silent: false };
     pairs.add(pair);
-    const forward = (to: Socket) => (chunk: Buffer) => {
-      if (mode === 'pass' && !to.destroyed) to.write(chunk);
+    let stall: { stalled: boolean; closedByNode: boolean } | undefined;
+    const forward = (to: Socket, towardsDatabase: boolean) => (chunk: Buffer) => {
+      if (towardsDatabase && trigger !== undefined && trigger.pattern.test(chunk.toString('latin1'))) {
+        stall = trigger.stall;
+        stall.stalled = true;
+        trigger = undefined;
+        pair.silent = true;
+      }
+      if (mode === 'pass' && !pair.silent && !to.destroyed) to.write(chunk);
     };
-    client.on('data', forward(upstream));
-    upstream.on('data', forward(client));
+    client.on('data', forward(upstream, true));
+    upstream.on('data', forward(client, false));
+    client.on('close', () => {
+      if (stall !== undefined && pairs.has(pair)) stall.closedByNode = true;
+    });
     const end = () => {
       if (!pairs.has(pair)) return;
       pairs.delete(pair);
@@ -66,6 +96,14 @@ export async function startTcpProxy(target: { host: string; port: number }): Pro
     heal() {
       for (const pair of [...pairs]) reset(pair);
       mode = 'pass';
+    },
+    stallOn(pattern) {
+      const stall = { stalled: false, closedByNode: false };
+      trigger = { pattern, stall };
+      return stall;
+    },
+    get accepted() {
+      return accepted;
     },
     async close() {
       for (const pair of [...pairs]) reset(pair);
