@@ -2,14 +2,19 @@ import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { pipeline, Readable } from 'node:stream';
 import { captureRawBody, idempotencyMiddleware } from '@idem/adapter-express';
-import type { AppResponse, MakeServer } from '@idem/adapter-suite';
+import { type AppResponse, BODY_KIND_TYPE, type MakeServer, toBodyKind } from '@idem/adapter-suite';
 import type { Express, NextFunction, Request, Response } from 'express';
 
 type Parser = (options?: {
   verify?: typeof captureRawBody;
   extended?: boolean;
 }) => (req: Request, res: Response, next: () => void) => void;
-type ExpressFactory = (() => Express) & { json: Parser; urlencoded: Parser; text: Parser };
+type ExpressFactory = (() => Express) & {
+  json: Parser;
+  urlencoded: Parser;
+  text: Parser;
+  raw: (options?: { type?: string }) => (req: Request, res: Response, next: () => void) => void;
+};
 
 function send(res: Response, answer: AppResponse): void {
   res.status(answer.status).set(answer.headers).send(answer.body);
@@ -33,6 +38,13 @@ export function expressServer(express: ExpressFactory): MakeServer {
       express.urlencoded({ verify: captureRawBody, extended: false }),
       express.text({ verify: captureRawBody }),
     );
+    // A body kind the suite names (an ArrayBuffer, a Blob, a typed array …), as a host's own middleware may set
+    // it; and multipart bodies as bytes, for the boundary pairs.
+    app.use(express.raw({ type: BODY_KIND_TYPE }), (req: Request, _res: Response, next: () => void) => {
+      if (Buffer.isBuffer(req.body)) req.body = toBodyKind(req.get('x-body-kind'), req.body);
+      next();
+    });
+    app.use(express.raw({ type: 'multipart/form-data' }));
     app.use(
       idempotencyMiddleware({
         ...options,

@@ -1,6 +1,6 @@
 import { Readable } from 'node:stream';
 import { fastifyIdempotency } from '@idem/adapter-fastify';
-import type { AppResponse, MakeServer } from '@idem/adapter-suite';
+import { type AppResponse, BODY_KIND_TYPE, type MakeServer, toBodyKind } from '@idem/adapter-suite';
 import Fastify, { type FastifyReply, type FastifyRequest } from 'fastify';
 
 function send(reply: FastifyReply, answer: AppResponse) {
@@ -22,6 +22,13 @@ export const fastifyServer: MakeServer = async ({ options, business }) => {
     'application/x-www-form-urlencoded',
     { parseAs: 'string' },
     (_request, body, done) => done(null, Object.fromEntries(new URLSearchParams(String(body)))),
+  );
+  // A body kind the suite names (an ArrayBuffer, a Blob, a typed array …); multipart bodies as bytes.
+  app.addContentTypeParser(BODY_KIND_TYPE, { parseAs: 'buffer' }, (request, body, done) =>
+    done(null, toBodyKind(request.headers['x-body-kind'] as string | undefined, body as Buffer)),
+  );
+  app.addContentTypeParser('multipart/form-data', { parseAs: 'buffer' }, (_request, body, done) =>
+    done(null, body),
   );
   // Handed on unread: the handler streams the upload itself.
   app.addContentTypeParser('application/octet-stream', (_request, payload, done) => done(null, payload));

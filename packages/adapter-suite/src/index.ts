@@ -19,6 +19,7 @@ export {
   runExactlyOnce,
 } from './exactly-once-suite.js';
 export { httpBehaviourSuite } from './http-behaviour-suite.js';
+export { BODY_KIND_TYPE, BODY_KINDS, type BodyKind, toBodyKind } from './identity-suite.js';
 export {
   type FaultRates,
   faultRates,

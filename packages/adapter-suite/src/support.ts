@@ -43,10 +43,14 @@ export interface CallInit {
   /** A value sent as JSON, or the exact text of the body. */
   body?: unknown;
   rawBody?: string;
+  /** The exact bytes of the body. */
+  rawBytes?: Uint8Array;
   /** @default 'application/json' */
   contentType?: string;
   principal?: string;
   signal?: AbortSignal;
+  /** More request headers. */
+  headers?: Record<string, string>;
 }
 
 function request(url: string, path: string, init: CallInit): Promise<Response> {
@@ -54,7 +58,8 @@ function request(url: string, path: string, init: CallInit): Promise<Response> {
   for (const key of typeof init.key === 'string' ? [init.key] : (init.key ?? []))
     headers.append('idempotency-key', key);
   if (init.principal !== undefined) headers.set('x-principal', init.principal);
-  const body = init.rawBody ?? JSON.stringify(init.body ?? { item: 'book' });
+  for (const [name, value] of Object.entries(init.headers ?? {})) headers.set(name, value);
+  const body = init.rawBytes ?? init.rawBody ?? JSON.stringify(init.body ?? { item: 'book' });
   return fetch(url + path, {
     method: init.method ?? 'POST',
     headers,
