@@ -30,3 +30,29 @@ export interface RedisConnection {
 /** Redis answers `NOSCRIPT …` when its script cache does not hold the SHA (restart, failover, SCRIPT FLUSH). */
 export const isNoScript = (error: unknown): boolean =>
   error instanceof Error && error.message.startsWith('NOSCRIPT');
+
+const isQueued = (reply: Reply): boolean =>
+  (Buffer.isBuffer(reply) || typeof reply === 'string') && String(reply) === 'QUEUED';
+
+/**
+ * A connection that refuses a `QUEUED` answer: the client is inside a MULTI its owner opened on it (ioredis
+ * `multi({ pipeline: false })`, a raw `MULTI`), so the command only joined that transaction and its effect comes
+ * at the owner's EXEC. No record value is `QUEUED` (each starts with its state), so it is never mistaken for one;
+ * the call fails as a fault instead of reading the word as a record or a script's answer.
+ */
+export function refusingQueued(connection: RedisConnection): RedisConnection {
+  return {
+    name: connection.name,
+    async send(key, command, ack) {
+      const answer = await connection.send(key, command, ack);
+      if (isQueued(answer.reply)) {
+        throw new Error(
+          `redis store: ${command[0]} was queued in a MULTI transaction open on this ${connection.name} client; ` +
+            'give the store a client that is never left inside MULTI',
+        );
+      }
+      return answer;
+    },
+    loadScript: (source) => connection.loadScript(source),
+  };
+}

@@ -1,4 +1,4 @@
-import type { RedisConnection } from './connection.js';
+import { type RedisConnection, refusingQueued } from './connection.js';
 import { ioredisConnection, isIoredis } from './ioredis.js';
 import {
   isNodeRedisClient,
@@ -12,9 +12,9 @@ import {
  * `createCluster`. Anything else (a node-redis pool or sentinel, another library) is refused with a TypeError.
  */
 export function connectionOf(client: unknown): RedisConnection {
-  if (isIoredis(client)) return ioredisConnection(client);
-  if (isNodeRedisCluster(client)) return nodeRedisClusterConnection(client);
-  if (isNodeRedisClient(client)) return nodeRedisClientConnection(client);
+  if (isIoredis(client)) return refusingQueued(ioredisConnection(client));
+  if (isNodeRedisCluster(client)) return refusingQueued(nodeRedisClusterConnection(client));
+  if (isNodeRedisClient(client)) return refusingQueued(nodeRedisClientConnection(client));
   throw new TypeError(
     '@idem/store-redis does not support this client: pass an ioredis Redis or Cluster, or a node-redis ' +
       'client from createClient or createCluster (redis / @redis/client)',

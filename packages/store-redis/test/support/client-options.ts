@@ -1,7 +1,13 @@
+import { type ChildProcess, execFile, spawn } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
 import type { StoreUnderTest } from '@idem/store-conformance';
-import { createRedisStore } from '@idem/store-redis';
+import { createRedisStore, type RedisStoreOptions } from '@idem/store-redis';
 import { Cluster, type ClusterOptions, Redis, type RedisOptions } from 'ioredis';
 import { createClient, createCluster } from 'redis';
+import { until } from './private-servers.js';
 import {
   CLUSTER_NODES,
   type ClientKind,
@@ -84,19 +90,23 @@ export const nodeRedisClusterVariant = (name: string, RESP: 2 | 3): ClientVarian
 });
 
 /** The conformance kit's store factory for one variant: a fresh prefix per test, a client per instance. */
-export function variantStoreFactory(variant: ClientVariant) {
+export function variantStoreFactory(
+  variant: ClientVariant,
+  options: RedisStoreOptions = {},
+  sweepKeys = (keyPrefix: string) => sweep(variant.kind, keyPrefix),
+) {
   return async (): Promise<StoreUnderTest> => {
     const prefix = uniquePrefix();
     const first = await variant.open();
     return {
-      store: createRedisStore(first.client, { prefix }),
+      store: createRedisStore(first.client, { ...options, prefix }),
       async connect() {
         const other = await variant.open();
-        return { ...createRedisStore(other.client, { prefix }), close: other.close };
+        return { ...createRedisStore(other.client, { ...options, prefix }), close: other.close };
       },
       async cleanup() {
         await first.close();
-        await sweep(variant.kind, `${variant.keyPrefix}${prefix}`);
+        await sweepKeys(`${variant.keyPrefix}${prefix}`);
       },
     };
   };
@@ -111,4 +121,98 @@ export async function keysMatching(kind: ClientKind, pattern: string): Promise<s
   } finally {
     for (const node of nodes) node.disconnect();
   }
+}
+
+const run = promisify(execFile);
+
+/**
+ * A Redis Cluster of this test file's own with a replica per master (3 + 3 nodes on `ports`, default 7301-7306,
+ * never the shared cluster's), started with redis-server and joined by `redis-cli --cluster create`, for what
+ * only replicas show (ioredis `scaleReads`, WAIT). Ready when every node sees cluster_state:ok and every replica
+ * is in sync with its master.
+ */
+export async function startReplicatedCluster(ports = [7301, 7302, 7303, 7304, 7305, 7306]) {
+  const dir = mkdtempSync(join(tmpdir(), 'idem-replicated-cluster-'));
+  // Nodes a crashed run left on these ports would not join this cluster.
+  await Promise.all(
+    ports.map((port) => run('redis-cli', ['-p', String(port), 'shutdown', 'nosave']).catch(() => {})),
+  );
+  const children: ChildProcess[] = ports.map((port) => {
+    mkdirSync(join(dir, String(port)));
+    return spawn(
+      'redis-server',
+      [
+        ...['--port', String(port), '--bind', '127.0.0.1', '--dir', join(dir, String(port))],
+        ...[
+          '--cluster-enabled',
+          'yes',
+          '--cluster-config-file',
+          'nodes.conf',
+          '--cluster-node-timeout',
+          '5000',
+        ],
+        ...['--save', '', '--appendonly', 'no'],
+      ],
+      { stdio: 'ignore' },
+    );
+  });
+  const ask = async (port: number, ...args: string[]) =>
+    (await run('redis-cli', ['-p', String(port), ...args])).stdout;
+  const stop = async () => {
+    for (const child of children) child.kill('SIGKILL');
+    rmSync(dir, { recursive: true, force: true });
+  };
+  try {
+    await until('the nodes to answer', async () =>
+      (await Promise.all(ports.map((port) => ask(port, 'ping')))).every((answer) => answer.trim() === 'PONG'),
+    );
+    await run('redis-cli', [
+      '--cluster',
+      'create',
+      ...ports.map((port) => `127.0.0.1:${port}`),
+      '--cluster-replicas',
+      '1',
+      '--cluster-yes',
+    ]);
+    // Redis leaves a replica out of CLUSTER SLOTS (where clients learn of it) until it has replicated
+    // something: one write per master ('b', 'c' and 'a' hash to slots 3300, 7365 and 15495).
+    await Promise.all(
+      ['b', 'c', 'a'].map((tag) => ask(ports[0] as number, '-c', 'set', `{${tag}}warm`, '1')),
+    );
+    await until('the cluster to be ok with every replica in sync and listed', async () => {
+      const slots = await Promise.all(ports.map((port) => ask(port, 'cluster', 'slots')));
+      if (!slots.every((listing) => ports.every((port) => listing.includes(String(port))))) return false;
+      const infos = await Promise.all(ports.map((port) => ask(port, 'info', 'replication')));
+      const states = await Promise.all(ports.map((port) => ask(port, 'cluster', 'info')));
+      return (
+        states.every((state) => state.includes('cluster_state:ok')) &&
+        infos.filter((info) => info.includes('role:slave')).length === ports.length / 2 &&
+        infos.every((info) => info.includes('role:master') || info.includes('master_link_status:up'))
+      );
+    });
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+  const roleOf = async (port: number) =>
+    (await ask(port, 'info', 'replication')).includes('role:slave') ? 'replica' : 'master';
+  return {
+    nodes: ports.map((port) => ({ host: '127.0.0.1', port })),
+    /** The ports of the replicas. */
+    async replicas() {
+      const roles = await Promise.all(ports.map(roleOf));
+      return ports.filter((_, i) => roles[i] === 'replica');
+    },
+    /** How many times each command ran on the node on `port` (INFO commandstats). */
+    async commandCalls(port: number): Promise<Record<string, number>> {
+      const calls: Record<string, number> = {};
+      for (const match of (await ask(port, 'info', 'commandstats')).matchAll(
+        /cmdstat_([\w|]+):calls=(\d+)/g,
+      )) {
+        calls[match[1] as string] = Number(match[2]);
+      }
+      return calls;
+    },
+    stop,
+  };
 }
