@@ -35,6 +35,10 @@ const METHODS = {
   EVAL: 'evalBuffer',
 } as const;
 
+/** ioredis Cluster's slot map read again from the cluster (a refresh under way is joined, not repeated). */
+const slotsRefreshed = (cluster: Cluster) =>
+  new Promise<void>((resolve) => cluster.refreshSlotsCache(() => resolve()));
+
 type Sender = (...args: (string | Buffer)[]) => unknown;
 
 function methodOf(target: object, name: string): Sender {
@@ -93,13 +97,24 @@ export function ioredisConnection(client: Redis | Cluster): RedisConnection {
     async send(_key, command, ack) {
       const [name, ...args] = wire(command);
       if (ack === undefined) return { reply: reply(await methodOf(client, name).apply(client, args)) };
-      const pipeline = client.pipeline();
-      methodOf(pipeline, name).apply(pipeline, args);
-      const results = await pipeline.call('WAIT', ack.count, ack.timeoutMs).exec();
-      const [[commandError, value] = [], [waitError, acknowledged] = []] = results ?? [];
-      if (commandError) throw commandError;
-      if (waitError) throw waitError;
-      return { reply: reply(value), acknowledged: Number(acknowledged) };
+      for (let attempt = 1; ; attempt++) {
+        const pipeline = client.pipeline();
+        methodOf(pipeline, name).apply(pipeline, args);
+        const results = await pipeline.call('WAIT', ack.count, ack.timeoutMs).exec();
+        const [[commandError, value] = [], [waitError, acknowledged] = []] = results ?? [];
+        if (commandError) {
+          // ioredis follows a redirected pipeline only when every command in it was redirected; the WAIT
+          // answered, so a write sent to a master that lost its slot (a failover, a moved slot) comes back as
+          // MOVED, and ioredis keeps its stale slot map: every later write would be redirected too. The write
+          // did not run: learn the new owner and send both again.
+          if (!client.isCluster || attempt === 3 || !commandError.message.startsWith('MOVED '))
+            throw commandError;
+          await slotsRefreshed(client as Cluster);
+          continue;
+        }
+        if (waitError) throw waitError;
+        return { reply: reply(value), acknowledged: Number(acknowledged) };
+      }
     },
     async loadScript(source) {
       const nodes = client.isCluster ? (client as Cluster).nodes('master') : [client as Redis];
