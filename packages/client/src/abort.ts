@@ -1,6 +1,9 @@
-/** The reason an aborted signal carries, as fetch rejects with it. */
+/** The reason an aborted signal carries, as fetch rejects with it (`null` and `0` included). */
 export function abortReason(signal: AbortSignal): unknown {
-  return signal.reason ?? new DOMException('This operation was aborted', 'AbortError');
+  // Only a runtime without `reason` leaves it undefined: `abort()` without one sets an AbortError.
+  return signal.reason !== undefined
+    ? signal.reason
+    : new DOMException('This operation was aborted', 'AbortError');
 }
 
 /** Wait `ms`, or reject with the signal's reason as soon as it aborts (the timer is cleared then). */

@@ -1,15 +1,29 @@
+import { openAsBlob } from 'node:fs';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { callOutcome, createIdempotentFetch } from '@idem/client';
 import { describe, expect, test } from 'vitest';
-import { answer, fast, networkError, ORDERS, scriptedFetch } from './support/fake-fetch.js';
+import { answer, fast, networkError, ORDERS, type Sent, scriptedFetch } from './support/fake-fetch.js';
 import { withHttpServer } from './support/http-server.js';
 
 /** A call that fails once (the answer lost) and then succeeds: what did each attempt send? */
-async function twice(input: string | Request, init: RequestInit, options: { maxBufferBytes?: number } = {}) {
+async function twice(
+  input: string | Request,
+  init: RequestInit,
+  options: { maxBufferBytes?: number; attemptTimeoutMs?: number } = {},
+) {
   const { fetch, sent } = scriptedFetch(networkError(), answer(201));
   const call = createIdempotentFetch({ fetch, ...fast, ...options })(input, init);
   return { call, sent };
 }
+
+const form = (...entries: [string, string | Blob][]) => {
+  const data = new FormData();
+  for (const [name, value] of entries) data.append(name, value);
+  return data;
+};
 
 const streamOf = (...chunks: string[]) =>
   new ReadableStream<Uint8Array>({
@@ -38,6 +52,66 @@ describe('bodies that can be sent again go as they are', () => {
     const { call, sent } = await twice(ORDERS, { method: 'POST', body: form });
     await call;
     for (const attempt of sent) expect(attempt.body).toContain('name="name"\r\n\r\nbook');
+  });
+
+  test('FormData: encoded once, every attempt sends the same bytes under the same boundary', async () => {
+    const { call, sent } = await twice(ORDERS, { method: 'POST', body: form(['name', 'book']) });
+    expect((await call).status).toBe(201);
+    const [first, second] = sent as [Sent, Sent];
+    expect(first.headers.get('content-type')).toMatch(/^multipart\/form-data; boundary=\S+$/);
+    expect(second.headers.get('content-type')).toBe(first.headers.get('content-type'));
+    expect(second.body).toBe(first.body);
+  });
+
+  test.each<[string, () => FormData | URLSearchParams, (body: FormData | URLSearchParams) => void]>([
+    ['FormData', () => form(['name', 'book']), (body) => body.set('name', 'pen')],
+    ['URLSearchParams', () => new URLSearchParams({ name: 'book' }), (body) => body.set('name', 'pen')],
+  ])('a %s the caller changes after the call started does not change a retry', async (_, make, change) => {
+    const body = make();
+    const { fetch, sent } = scriptedFetch(() => {
+      change(body);
+      return networkError();
+    }, answer(201));
+    await createIdempotentFetch({ fetch, ...fast })(ORDERS, { method: 'POST', body });
+    const [first, second] = sent.map((s) => s.body);
+    expect(first).toContain('book');
+    expect(second).toBe(first);
+  });
+
+  test('FormData over maxBufferBytes goes once, its content type naming the boundary of the bytes sent', async () => {
+    const { call, sent } = await twice(
+      ORDERS,
+      { method: 'POST', body: form(['file', new File(['x'.repeat(200)], 'big.txt')]) },
+      { maxBufferBytes: 64 },
+    );
+    const error = await call.catch((e: unknown) => e);
+    expect(callOutcome(error)).toMatchObject({ attempts: 1, gaveUp: 'one-shot-body' });
+    const [only] = sent as [Sent];
+    const parsed = await new Response(only.body, {
+      headers: { 'content-type': only.headers.get('content-type') ?? '' },
+    }).formData();
+    expect(await (parsed.get('file') as File).text()).toBe('x'.repeat(200));
+  });
+
+  test("a FormData whose file cannot be read rejects with the read's error, and nothing is sent", async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'idem-client-'));
+    try {
+      const path = join(dir, 'upload.txt');
+      await writeFile(path, 'before');
+      const file = await openAsBlob(path);
+      await writeFile(path, 'changed on disk'); // a file Blob is unreadable once its file changed
+      const { call, sent } = await twice(ORDERS, { method: 'POST', body: form(['file', file]) });
+      await expect(call).rejects.toMatchObject({ name: 'NotReadableError' });
+      expect(sent).toHaveLength(0);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  test('FormData on a GET is refused as fetch refuses it, before anything is sent', async () => {
+    const { call, sent } = await twice(ORDERS, { method: 'GET', body: form(['a', '1']) });
+    await expect(call).rejects.toThrow(TypeError);
+    expect(sent).toHaveLength(0);
   });
 
   test('bytes the caller changes after the call started do not change a retry', async () => {
@@ -92,6 +166,43 @@ describe('one-shot bodies are buffered up to maxBufferBytes, else sent once and 
     expect(callOutcome(response)?.gaveUp).toBe('one-shot-body');
     expect(sent).toHaveLength(1);
     expect(sent[0]?.headers.get('idempotency-key')).toMatch(/^[0-9a-f-]{36}$/);
+  });
+
+  test('buffering is bounded by attemptTimeoutMs: a stalled stream rejects with a TimeoutError, is cancelled, nothing is sent', async () => {
+    const cancelled: unknown[] = [];
+    const body = new ReadableStream<Uint8Array>({
+      pull: () => new Promise<void>(() => {}),
+      cancel: (reason) => {
+        cancelled.push(reason);
+      },
+    });
+    const { call, sent } = await twice(ORDERS, { method: 'POST', body, duplex: 'half' } as RequestInit, {
+      attemptTimeoutMs: 30,
+    });
+    const error = await call.catch((e: unknown) => e);
+    expect(error).toMatchObject({
+      name: 'TimeoutError',
+      message: 'Reading the request body took longer than 30 ms',
+    });
+    expect(cancelled).toEqual([error]);
+    expect(sent).toHaveLength(0);
+  });
+
+  test('a chunk that is not bytes rejects with a TypeError, the source is closed, and nothing is sent', async () => {
+    let closed = false;
+    const body = {
+      async *[Symbol.asyncIterator]() {
+        try {
+          yield 42;
+        } finally {
+          closed = true;
+        }
+      },
+    } as unknown as NonNullable<RequestInit['body']>;
+    const { call, sent } = await twice(ORDERS, { method: 'POST', body, duplex: 'half' } as RequestInit);
+    await expect(call).rejects.toThrow(/must be bytes or text/);
+    expect(closed).toBe(true);
+    expect(sent).toHaveLength(0);
   });
 
   test('a stream that fails while it is read rejects the call with its error, and nothing is sent', async () => {
