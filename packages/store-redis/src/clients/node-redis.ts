@@ -25,6 +25,9 @@ export const isNodeRedisClient = (client: unknown): client is NodeRedisClient =>
 export const isNodeRedisCluster = (client: unknown): client is NodeRedisCluster =>
   classNames(client).includes('RedisCluster');
 
+const isConnectionLost = (error: unknown): boolean =>
+  error instanceof Error && /^Socket closed unexpectedly|ECONNRESET/.test(error.message);
+
 const wait = (count: number, timeoutMs: number): Command => ['WAIT', String(count), String(timeoutMs)];
 
 /** node-redis `createClient`: one connection, commands in order, so the WAIT follows the write on it. */
@@ -50,10 +53,22 @@ export function nodeRedisClusterConnection(cluster: NodeRedisCluster): RedisConn
   return {
     name: 'node-redis cluster',
     async send(key, command, ack) {
-      const reply = (await cluster.sendCommand(key, false, command, BUFFERS)) as Reply;
-      if (ack === undefined) return { reply };
-      const acknowledged = await cluster.sendCommand(key, false, wait(ack.count, ack.timeoutMs));
-      return { reply, acknowledged: Number(acknowledged) };
+      if (ack === undefined)
+        return { reply: (await cluster.sendCommand(key, false, command, BUFFERS)) as Reply };
+      for (let attempt = 1; ; attempt++) {
+        try {
+          const reply = (await cluster.sendCommand(key, false, command, BUFFERS)) as Reply;
+          const acknowledged = await cluster.sendCommand(key, false, wait(ack.count, ack.timeoutMs));
+          return { reply, acknowledged: Number(acknowledged) };
+        } catch (error) {
+          // A master that turns replica (a failover) closes the connection of a client blocked in WAIT, and with
+          // it every command queued behind the WAIT, run or not; node-redis, unlike ioredis, does not send them
+          // again. Each store write may be sent twice (a re-sent reserve finds its own owner, a fenced write that
+          // ran finds nothing to do), so it goes once more, to the slot's owner now: otherwise a finalize lost
+          // this way leaves the key in flight, to run again after its lease.
+          if (attempt === 2 || !isConnectionLost(error)) throw error;
+        }
+      }
     },
     async loadScript(source) {
       await Promise.all(
