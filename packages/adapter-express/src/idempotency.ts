@@ -83,7 +83,7 @@ function sendReplay(res: Response, replay: ReplayResponse): void {
 /**
  * Express 4 and 5 middleware that makes covered requests idempotent by their `Idempotency-Key`. Mount it after
  * the body parser (the fingerprint needs the body; give the parser `verify: captureRawBody` for exact
- * numbers; a keyed request whose body no parser read is refused with a 500 naming the problem) and after any
+ * numbers; a keyed request whose body no parser read is answered 415 `IDEMPOTENCY_BODY_UNSEEN`) and after any
  * compression middleware (then plain bytes are stored and compressed per replay), on the app or on single
  * routes.
  *

@@ -277,13 +277,33 @@ export function httpBehaviourSuite(harness: SuiteHarness, makeServer: MakeServer
           const key = newKey();
           const upload = { method: 'PUT', contentType: 'application/octet-stream' };
           const keyed = await call(url, '/files/1', { ...upload, key, rawBody: 'version one' });
-          assert.equal(keyed.status, 500, 'no fingerprint can be taken of a body nobody read');
+          assert.equal(keyed.status, 415, 'no fingerprint can be taken of a body nobody read');
+          assert.equal((keyed.json() as { error: { code: string } }).error.code, 'IDEMPOTENCY_BODY_UNSEEN');
+          assert.equal(keyed.headers.get('retry-after'), null);
           assert.equal(await store.load({ scope: '', key }), undefined);
           assert.equal(business.calls('upload'), 0);
           const plain = await call(url, '/files/1', { ...upload, rawBody: 'version one' });
           assert.equal(plain.status, 201);
           assert.deepEqual(plain.json(), { id: '1', stored: 'version one' });
         }));
+
+      for (const [name, contentType] of [
+        ['a content type no parser reads', 'application/x-unknown'],
+        ['no content type', undefined],
+      ] as const) {
+        test(`a keyed JSON body with ${name}: a 415, nothing reserved, the handler does not run`, () =>
+          withServer({}, async ({ url, business, store }) => {
+            const key = newKey();
+            const answer = await call(url, '/orders', {
+              key,
+              rawBytes: new TextEncoder().encode('{"item":"book"}'),
+              ...(contentType === undefined ? { contentType: '' } : { contentType }),
+            });
+            assert.equal(answer.status, 415, answer.bytes.toString());
+            assert.equal(await store.load({ scope: '', key }), undefined);
+            assert.equal(business.calls('orders'), 0);
+          }));
+      }
 
       test('a store that throws: 503 with Retry-After, the handler does not run', () =>
         withServer({ wrapStore: (store) => instrument(store, 'throw').store }, async ({ url, business }) => {

@@ -45,7 +45,7 @@ export interface CallInit {
   rawBody?: string;
   /** The exact bytes of the body. */
   rawBytes?: Uint8Array;
-  /** @default 'application/json' */
+  /** `''` sends no content type. @default 'application/json' */
   contentType?: string;
   principal?: string;
   signal?: AbortSignal;
@@ -54,7 +54,10 @@ export interface CallInit {
 }
 
 function request(url: string, path: string, init: CallInit): Promise<Response> {
-  const headers = new Headers({ 'content-type': init.contentType ?? 'application/json' });
+  // An empty content type sends none (a body of bytes then goes without one).
+  const headers = new Headers(
+    init.contentType === '' ? {} : { 'content-type': init.contentType ?? 'application/json' },
+  );
   for (const key of typeof init.key === 'string' ? [init.key] : (init.key ?? []))
     headers.append('idempotency-key', key);
   if (init.principal !== undefined) headers.set('x-principal', init.principal);

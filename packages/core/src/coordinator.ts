@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import {
+  IdemBodyUnseenError,
   type IdemError,
   IdemInProgressError,
   IdemKeyInvalidError,
@@ -12,7 +13,12 @@ import {
 import { hasListeners, type IdempotencyEventListeners, safeListener } from './events.js';
 import { type Execution, type ExecutionRuntime, type RecordContext, ReservedExecution } from './execution.js';
 import { defaultFinalizationRule, type FinalizationRule } from './finalization-rules.js';
-import { computeFingerprint, type FingerprintInput, type FingerprintOptions } from './fingerprint.js';
+import {
+  computeFingerprint,
+  type FingerprintInput,
+  type FingerprintOptions,
+  UNSEEN_BODY,
+} from './fingerprint.js';
 import { HeartbeatScheduler } from './heartbeat.js';
 import { type KeyFormat, parseIdempotencyKey } from './key-format.js';
 import {
@@ -64,6 +70,8 @@ export interface AnswerStatuses {
   readonly storeUnavailable: number;
   /** The store cannot hold this request's scope or key (`IDEMPOTENCY_STORE_LIMIT`). @default 400 */
   readonly storeLimit: number;
+  /** A keyed request with a body no parser read (`IDEMPOTENCY_BODY_UNSEEN`). @default 415 */
+  readonly bodyUnseen: number;
 }
 
 /**
@@ -195,6 +203,7 @@ const DEFAULT_STATUSES: AnswerStatuses = {
   inProgress: 409,
   storeUnavailable: 503,
   storeLimit: 400,
+  bodyUnseen: 415,
 };
 
 /**
@@ -517,6 +526,9 @@ export function createIdempotency<Host = unknown>(options: IdempotencyOptions<Ho
         }),
       };
     }
+    if (request.body === UNSEEN_BODY && typeof options.fingerprint !== 'function') {
+      return { action: 'reject', error: unseenBody(request.contentType) };
+    }
     const attempt: Attempt = {
       request,
       ref: { scope: request.scope ?? '', key: parsed.key, method: request.method, route: request.route },
@@ -538,6 +550,16 @@ export function createIdempotency<Host = unknown>(options: IdempotencyOptions<Ho
     }
   }
 
+  /** The answer to a keyed body nobody read: the client's media type, or a parser the app lacks. */
+  const unseenBody = (contentType: string | undefined): IdemError => {
+    const type = contentType === undefined ? 'no content type' : `content type ${clip(contentType)}`;
+    return new IdemBodyUnseenError(
+      `a request with an ${headerName} must have a body the server reads; this one (${type}) was read by no ` +
+        'body parser, so it cannot be checked against the key: send it with a content type the server parses',
+      { status: statuses.bodyUnseen },
+    );
+  };
+
   return {
     headerName,
     waits: inFlight.strategy === 'wait',
@@ -545,6 +567,9 @@ export function createIdempotency<Host = unknown>(options: IdempotencyOptions<Ho
     begin,
   };
 }
+
+/** A client's header value, quoted and cut short, for a message. */
+const clip = (value: string): string => JSON.stringify(value.length > 80 ? `${value.slice(0, 80)}…` : value);
 
 const isBlob = (value: unknown): value is Blob => typeof Blob !== 'undefined' && value instanceof Blob;
 

@@ -6,6 +6,7 @@ export const ErrorCode = {
   InProgress: 'IDEMPOTENCY_IN_PROGRESS',
   StoreUnavailable: 'IDEMPOTENCY_STORE_UNAVAILABLE',
   StoreLimit: 'IDEMPOTENCY_STORE_LIMIT',
+  BodyUnseen: 'IDEMPOTENCY_BODY_UNSEEN',
 } as const;
 
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
@@ -95,7 +96,8 @@ export class IdemStoreUnavailableError extends IdemError {
  * A value the store cannot hold: a scope or key too long for its columns, a character its database refuses
  * (NUL in PostgreSQL text), a response over its size limits (`IDEMPOTENCY_STORE_LIMIT`). Not a fault:
  * retrying cannot help, so the coordinator answers it with a non-retryable 4xx, never a 503, and at finalize
- * it releases the key. Stores throw it before they reach their backend.
+ * it keeps what fits (the status always) instead. Stores throw it before they reach their backend, so that
+ * the same call with a smaller value can still succeed, in the same transaction too.
  *
  * @example
  * if (scope.length > 255) throw new IdemStoreLimitError(`scope has ${scope.length} characters; at most 255`);
@@ -103,6 +105,18 @@ export class IdemStoreUnavailableError extends IdemError {
 export class IdemStoreLimitError extends IdemError {
   constructor(message: string, options: Omit<IdemErrorOptions, 'retryAfterSeconds'> = {}) {
     super(ErrorCode.StoreLimit, message, { status: 400, ...options });
+  }
+}
+
+/**
+ * A keyed request with a body that no body parser read, so that it cannot be told from another request under
+ * the same key (`IDEMPOTENCY_BODY_UNSEEN`, 415 by default): most often JSON sent without a content type, or
+ * as `text/plain`, to an app that parses only `application/json`. Nothing was reserved; the client can send
+ * the body with a type the server reads.
+ */
+export class IdemBodyUnseenError extends IdemError {
+  constructor(message: string, options: Omit<IdemErrorOptions, 'retryAfterSeconds'> = {}) {
+    super(ErrorCode.BodyUnseen, message, { status: 415, ...options });
   }
 }
 

@@ -9,6 +9,7 @@ export {
 } from './coordinator.js';
 export {
   ErrorCode,
+  IdemBodyUnseenError,
   IdemError,
   type IdemErrorOptions,
   IdemInProgressError,

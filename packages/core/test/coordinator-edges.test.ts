@@ -1,4 +1,4 @@
-import { ErrorCode, type IdempotencyStore, IdemStoreLimitError } from '@idem/core';
+import { ErrorCode, type IdempotencyStore, IdemStoreLimitError, UNSEEN_BODY } from '@idem/core';
 import { describe, expect, test } from 'vitest';
 import { created, expectExecute, expectReject, expectReplay, post, setup } from './support/coordinator.js';
 
@@ -322,5 +322,27 @@ describe('coordinator: a Blob body (what a fetch-style host hands over) is hashe
     });
     expectExecute(await custom.idem.begin(upload('x')));
     expect(seen[0]).toBeInstanceOf(Blob);
+  });
+});
+
+describe('coordinator: a keyed body that no parser read is the client’s or the app’s mistake, not a 500', () => {
+  test('415 IDEMPOTENCY_BODY_UNSEEN, nothing reserved; without a key it proceeds; the status is an option', async () => {
+    const { idem, backend } = setup();
+    const error = expectReject(
+      await idem.begin(post({ body: UNSEEN_BODY, contentType: 'text/plain' })),
+      415,
+      ErrorCode.BodyUnseen,
+    );
+    expect(error.message).toMatch(/"text\/plain"/);
+    expect(error.headers).toEqual({});
+    expect(backend.calls).toEqual([]);
+    expect((await idem.begin(post({ body: UNSEEN_BODY, key: undefined }))).action).toBe('proceed');
+    const custom = setup({ statuses: { bodyUnseen: 400 } });
+    expectReject(await custom.idem.begin(post({ body: UNSEEN_BODY })), 400, ErrorCode.BodyUnseen);
+  });
+
+  test('a host fingerprint function decides for itself', async () => {
+    const { idem } = setup({ fingerprint: () => 'fp' });
+    expectExecute(await idem.begin(post({ body: UNSEEN_BODY })));
   });
 });
