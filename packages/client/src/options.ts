@@ -48,12 +48,15 @@ export interface IdempotentFetchOptions {
   readonly maxElapsedMs?: number;
   /**
    * Abort an attempt whose response headers have not arrived after this long, in ms, and retry it like a
-   * network error. @default none (the caller's `AbortSignal` is the only bound on one attempt)
+   * network error. Reading a one-shot body (or encoding a `FormData`) into memory before the first attempt is
+   * bounded by it too: the call then rejects with its `TimeoutError` (the body cannot be read again), and
+   * nothing is sent. @default none (the caller's `AbortSignal` is the only bound on one attempt)
    */
   readonly attemptTimeoutMs?: number;
   /**
    * How long a key may be reused, in ms from its first use (from the time inside a UUIDv7 key, when the caller
-   * brought one): no retry starts after it. Keep it at most the server's key lifetime. @default 1_800_000 (30 min)
+   * brought one): no retry starts after it, and a caller's key already past it is refused before the first
+   * attempt (`IDEMPOTENCY_KEY_EXPIRED`). Keep it at most the server's key lifetime. @default 1_800_000 (30 min)
    */
   readonly keyLifetimeMs?: number;
   /**
@@ -67,8 +70,9 @@ export interface IdempotentFetchOptions {
   /** The header that carries the key. @default 'Idempotency-Key' */
   readonly headerName?: string;
   /**
-   * A one-shot body (a `ReadableStream`, an async iterable, a `Request`'s body) is read into memory up to this
-   * many bytes so that it can be sent again; a longer one is streamed once and never retried. @default 1_048_576
+   * A one-shot body (a `ReadableStream`, an async iterable, a `Request`'s body) and the encoding of a
+   * `FormData` are read into memory up to this many bytes so that they can be sent again, the same bytes each
+   * time; a longer one is streamed once and never retried. @default 1_048_576
    */
   readonly maxBufferBytes?: number;
   /** Told before each wait for a retry. It must not throw (a throw is ignored). */

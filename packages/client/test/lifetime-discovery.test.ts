@@ -110,6 +110,50 @@ describe('discoverKeyLifetime reads idempotency-key-lifetime from the catalog on
     await expect(refused(`${CATALOG}/v1/namespaces`, post())).rejects.toThrow(/not an ISO-8601 duration/);
   });
 
+  test('a read shared by two calls goes on when one of them aborts', async () => {
+    let open!: () => void;
+    const gate = new Promise<void>((resolve) => {
+      open = resolve;
+    });
+    const { fetch, sent } = scriptedFetch(async (attempt) => {
+      if (!attempt.url.endsWith('/v1/config')) return answer(201);
+      await gate;
+      return answer(200, { 'idempotency-key-lifetime': 'PT1H' });
+    });
+    const idempotentFetch = createIdempotentFetch({ fetch, ...fast, discoverKeyLifetime: CATALOG });
+    const leaving = new AbortController();
+    const first = idempotentFetch(`${CATALOG}/v1/namespaces`, { ...post(), signal: leaving.signal });
+    const second = idempotentFetch(`${CATALOG}/v1/namespaces`, post());
+    await new Promise((resolve) => setTimeout(resolve, 10));
+    leaving.abort(new Error('first caller left'));
+    await expect(first).rejects.toThrow('first caller left');
+    const configRead = sent.find((s) => s.url.endsWith('/v1/config'));
+    expect(configRead?.signal?.aborted).toBe(false); // the second call still waits for it
+    open();
+    expect((await second).status).toBe(201);
+  });
+
+  test('a read whose every caller aborted is aborted (nothing of it goes on), and the next call reads again', async () => {
+    let reads = 0;
+    const { fetch, sent } = scriptedFetch((attempt) => {
+      if (!attempt.url.endsWith('/v1/config')) return answer(201);
+      if (++reads > 1) return answer(200, { 'idempotency-key-lifetime': 'PT1H' });
+      // The first read answers only when it is aborted.
+      return new Promise<Error>((resolve) => {
+        attempt.signal?.addEventListener('abort', () => resolve(new DOMException('gone', 'AbortError')));
+      });
+    });
+    const idempotentFetch = createIdempotentFetch({ fetch, ...fast, discoverKeyLifetime: CATALOG });
+    const controller = new AbortController();
+    const call = idempotentFetch(`${CATALOG}/v1/namespaces`, { ...post(), signal: controller.signal });
+    await new Promise((resolve) => setTimeout(resolve, 10));
+    controller.abort('left');
+    await expect(call).rejects.toBe('left');
+    expect(sent[0]?.signal?.aborted).toBe(true);
+    expect((await idempotentFetch(`${CATALOG}/v1/namespaces`, post())).status).toBe(201);
+    expect(reads).toBe(2);
+  });
+
   test('an abort while the lifetime is being read rejects at once', async () => {
     const { fetch } = catalog(
       () => networkError(),
