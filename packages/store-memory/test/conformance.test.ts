@@ -1,4 +1,4 @@
-import { storeConformance } from '@idem/store-conformance';
+import { conformanceGroups, storeConformance } from '@idem/store-conformance';
 import { createMemoryStore } from '@idem/store-memory';
 import { describe, test } from 'vitest';
 
@@ -6,4 +6,12 @@ import { describe, test } from 'vitest';
 storeConformance({ describe, test }, () => {
   const store = createMemoryStore({ sweepIntervalMs: false });
   return { store, cleanup: () => store.close() };
+});
+
+// Bounded by size: a record larger than maxSizeBytes is refused (IdemStoreLimitError), never dropped in silence.
+describe('bounded by maxSizeBytes', () => {
+  conformanceGroups.limits({ describe, test }, () => {
+    const store = createMemoryStore({ sweepIntervalMs: false, maxSizeBytes: 64 * 1024 });
+    return { store, cleanup: () => store.close() };
+  });
 });
