@@ -47,6 +47,20 @@ function methodOf(target: object, name: string): Sender {
   return (target as Record<string, Sender>)[method] as Sender;
 }
 
+/** The same command sent on its own, never auto-pipelined (ioredis's `createBuiltinCommand`), Buffer replies. */
+const direct = (client: Redis | Cluster, name: string): Sender =>
+  client.createBuiltinCommand(name.toLowerCase()).buffer as Sender;
+
+/**
+ * An auto-pipelined command on a Cluster that was not run: a redirection (MOVED, ASK: the node did not run it and
+ * named the one that will), or ioredis's refusal of a whole batch whose slots moved to other nodes between
+ * queueing and sending (it rejects the batch before writing anything).
+ */
+const notRun = (error: unknown): boolean =>
+  error instanceof Error &&
+  (/^(MOVED|ASK) /.test(error.message) ||
+    error.message === 'All keys in the pipeline should belong to the same slots allocation group');
+
 /**
  * Integer replies as numbers: with `stringNumbers`, ioredis hands integers over as strings (bulk strings stay
  * Buffers, so nothing else is a string).
@@ -91,12 +105,25 @@ export function ioredisConnection(client: Redis | Cluster): RedisConnection {
   const wire = ([name, ...args]: Command): Command =>
     replicaReads && name === 'GET' ? ['GETEX', ...args] : [name, ...args];
   const reply = (value: unknown): Reply => (toNumbers ? numbers(value) : (value as Reply));
+  // An auto-pipelined batch on a Cluster follows MOVED/ASK only when its other commands were all read-only
+  // (ioredis's Pipeline#fillResult), and is refused whole when the slot map changed after it was queued; either
+  // comes back as the command's error, during every slot migration.
+  const redirectsLeak =
+    client.isCluster && (client.options as { enableAutoPipelining?: boolean }).enableAutoPipelining === true;
 
   return {
     name: client.isCluster ? 'ioredis Cluster' : 'ioredis',
     async send(_key, command, ack) {
       const [name, ...args] = wire(command);
-      if (ack === undefined) return { reply: reply(await methodOf(client, name).apply(client, args)) };
+      if (ack === undefined) {
+        try {
+          return { reply: reply(await methodOf(client, name).apply(client, args)) };
+        } catch (error) {
+          if (!(redirectsLeak && notRun(error))) throw error;
+          // Nothing ran: send it again on its own, where ioredis follows MOVED and ASK itself.
+          return { reply: reply(await direct(client, name).apply(client, args)) };
+        }
+      }
       for (let attempt = 1; ; attempt++) {
         const pipeline = client.pipeline();
         methodOf(pipeline, name).apply(pipeline, args);
