@@ -205,18 +205,33 @@ describe('one-shot bodies are buffered up to maxBufferBytes, else sent once and 
     expect(sent).toHaveLength(0);
   });
 
-  test('a stream that fails while it is read rejects the call with its error, and nothing is sent', async () => {
-    const failure = new Error('disk read failed');
-    const body = new ReadableStream<Uint8Array>({
-      start(controller) {
-        controller.enqueue(new TextEncoder().encode('part'));
-        controller.error(failure);
-      },
-    });
-    const { call, sent } = await twice(ORDERS, { method: 'POST', body, duplex: 'half' } as RequestInit);
-    await expect(call).rejects.toBe(failure);
-    expect(sent).toHaveLength(0);
-  });
+  test.each<[string, RequestInit, { attemptTimeoutMs?: number }]>([
+    ['', {}, {}],
+    [', under a signal', { signal: new AbortController().signal }, {}],
+    [', under attemptTimeoutMs', {}, { attemptTimeoutMs: 5_000 }],
+  ])(
+    'a stream that fails while it is read rejects the call with its error%s, and nothing is sent',
+    async (_, more, options) => {
+      const failure = new Error('disk read failed');
+      let pulls = 0;
+      const body = new ReadableStream<Uint8Array>({
+        async pull(controller) {
+          if (++pulls === 1) controller.enqueue(new TextEncoder().encode('part'));
+          else {
+            await new Promise((resolve) => setTimeout(resolve, 5));
+            controller.error(failure);
+          }
+        },
+      });
+      const { call, sent } = await twice(
+        ORDERS,
+        { method: 'POST', body, duplex: 'half', ...more } as RequestInit,
+        options,
+      );
+      await expect(call).rejects.toBe(failure);
+      expect(sent).toHaveLength(0);
+    },
+  );
 });
 
 describe('a Request as input', () => {
