@@ -23,6 +23,11 @@ declare module 'fastify' {
   interface FastifyRequest {
     /** Who sent the request: the principal of its bearer token, or `anonymous`. */
     principal: string;
+    /**
+     * When the request must be answered by (`performance.now()` ms): its arrival plus REQUEST_TIMEOUT_MS. Every
+     * database wait it makes is bounded by the time left (src/database/deadline.ts).
+     */
+    deadline: number;
   }
 }
 
@@ -60,8 +65,13 @@ export async function buildApp(config: ServerConfig, db: CatalogDatabase): Promi
     clientErrorHandler,
   });
   app.decorateRequest('principal', '');
+  app.decorateRequest('deadline', 0);
   app.decorateRequest('transaction', undefined);
-  // First: the request's server span opens before any other hook runs.
+  // Before anything else: one deadline for the whole request, from its arrival.
+  app.addHook('onRequest', async (request) => {
+    request.deadline = performance.now() + config.requestTimeoutMs;
+  });
+  // Then the request's server span opens, before any other hook runs.
   const observability = installObservability(app, config, db);
   installDrain(app);
   // Every object a route returns may hold longs past 2^53 as bigints, which JSON.stringify refuses.

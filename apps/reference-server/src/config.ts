@@ -30,6 +30,8 @@ export interface ServerConfig {
     readonly idleTransactionTimeoutMs: number;
     /** The longest pause between two attempts to reach the database at startup (exponential backoff). */
     readonly retryMaxDelayMs: number;
+    /** The most connections a node keeps open to a PostgreSQL or MySQL database. */
+    readonly poolSize: number;
   };
   /** On SIGTERM, how long requests in flight may take to finish before the process exits anyway. */
   readonly shutdownDrainMs: number;
@@ -144,6 +146,7 @@ export function loadConfig(environment: NodeJS.ProcessEnv = process.env): Server
         10_000,
       ),
       retryMaxDelayMs: count('DATABASE_RETRY_MAX_DELAY_MS', env.DATABASE_RETRY_MAX_DELAY_MS, 5_000),
+      poolSize: count('DATABASE_POOL_SIZE', env.DATABASE_POOL_SIZE, 10),
     },
     shutdownDrainMs: count('SHUTDOWN_DRAIN_MS', env.SHUTDOWN_DRAIN_MS, 10_000),
     idempotency: {

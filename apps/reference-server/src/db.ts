@@ -5,7 +5,6 @@ import {
   createIfMissing,
   createSqlStore,
   ensureSchema,
-  type SqlStore,
   type SupportedDb,
   sqlRows,
   sqlRun,
@@ -19,9 +18,17 @@ import mysql from 'mysql2/promise';
 import pg from 'pg';
 import type { ServerConfig } from './config.js';
 import { addedColumns, catalogDdl, type Dialect } from './database/catalog-schema.js';
-import { boundedExecutor, boundedStore, boundedTransaction, within } from './database/deadline.js';
+import {
+  DatabaseTimeout,
+  type Deadline,
+  NO_DEADLINE,
+  onConnection,
+  transactionOn,
+  within,
+} from './database/deadline.js';
 import { type Executor, executorOn } from './database/executor.js';
-import { exclusive, serialized } from './database/serialized.js';
+import { type CatalogConnection, mysqlConnections, pgConnections } from './database/pool.js';
+import { type Exclusive, exclusive, serialized } from './database/serialized.js';
 
 export type { Executor, LockMode, Row } from './database/executor.js';
 
@@ -40,15 +47,16 @@ export interface CatalogDatabase extends Executor {
   readonly valueLimit: ValueLimit;
   /** The idempotency store over the same database. */
   readonly store: IdempotencyStore;
-  /** Run `body` in one transaction: commit when it resolves, roll back when it throws. */
-  transaction<T>(body: (tx: Executor) => Promise<T>): Promise<T>;
-  ping(): Promise<void>;
+  /**
+   * Run `body` in one transaction: commit when it resolves, roll back when it throws. Every wait of it (a
+   * connection, each statement, the COMMIT) is bounded by its own setting and by the time left before
+   * `deadline` (a request's: see database/deadline.ts).
+   */
+  transaction<T>(body: (tx: Executor) => Promise<T>, deadline?: Deadline): Promise<T>;
+  /** Statements outside a transaction for a request that must be answered by `deadline`. */
+  until(deadline: Deadline): Executor;
+  ping(deadline?: Deadline): Promise<void>;
   close(): Promise<void>;
-}
-
-/** A Drizzle database whose transactions the driver runs (PostgreSQL, MySQL pools). */
-interface PooledDb<Tx extends SupportedDb> {
-  transaction<T>(body: (tx: Tx) => Promise<T>): Promise<T>;
 }
 
 /**
@@ -106,11 +114,15 @@ async function mysqlValueLimit(db: SupportedDb): Promise<ValueLimit> {
   };
 }
 
-/** A CatalogDatabase over a pooled server database: each transaction on one of the pool's connections. */
-async function pooled<Tx extends SupportedDb>(
+/**
+ * A CatalogDatabase over a pooled server database. Each call runs on a connection it checks out itself, every
+ * wait within its own bound and the time left before the request's deadline; a connection whose call was given
+ * up on is destroyed, never handed to the next request (see database/deadline.ts).
+ */
+async function pooled(
   dialect: 'postgres' | 'mysql',
-  db: SupportedDb & PooledDb<Tx>,
-  sqlStore: SqlStore<Tx, Promise<boolean>>,
+  db: SupportedDb,
+  acquire: () => Promise<CatalogConnection>,
   close: () => Promise<void>,
   bounds: Required<DatabaseOptions>,
 ): Promise<CatalogDatabase> {
@@ -118,8 +130,37 @@ async function pooled<Tx extends SupportedDb>(
   // (a partition) never answers a server-side timeout. A margin past the server's own statement timeout, so
   // that a database that does answer reports its timeout first, on a connection that stays usable.
   const statementMs = bounds.statementTimeoutMs + CLIENT_MARGIN_MS;
-  const store = boundedStore(sqlStore, statementMs);
-  const direct = boundedExecutor(executorOn(db, store, dialect), statementMs);
+  const connections = {
+    acquireTimeoutMs: bounds.acquireTimeoutMs,
+    statementTimeoutMs: statementMs,
+    serverTimeoutMs: bounds.statementTimeoutMs,
+  };
+  const on = <T>(deadline: Deadline, what: string, work: (connection: CatalogConnection) => Promise<T>) =>
+    onConnection(acquire, connections, deadline, work, what);
+  const { lock } = executorOn(db, undefined as never, dialect);
+  const store: IdempotencyStore = {
+    reserve: (params) => on(NO_DEADLINE, "the idempotency store's reserve", (c) => c.store.reserve(params)),
+    load: (params) => on(NO_DEADLINE, "the idempotency store's load", (c) => c.store.load(params)),
+    finalize: (params) =>
+      on(NO_DEADLINE, "the idempotency store's finalize", (c) => c.store.finalize(params)),
+    release: (params) => on(NO_DEADLINE, "the idempotency store's release", (c) => c.store.release(params)),
+    renewLease: (params) =>
+      on(NO_DEADLINE, "the idempotency store's renewLease", (c) => c.store.renewLease(params)),
+    purgeExpired: (params) =>
+      on(NO_DEADLINE, "the idempotency store's purgeExpired", (c) => c.store.purgeExpired(params)),
+  };
+  const until = (deadline: Deadline): Executor => ({
+    lock,
+    rows: (statement) => on(deadline, 'a statement', (c) => c.executor.rows(statement)),
+    run: (statement) => on(deadline, 'a statement', (c) => c.executor.run(statement)),
+    // Outside a transaction, each call is a statement of its own.
+    idempotency: {
+      reserve: (params) => on(deadline, 'a statement', (c) => c.executor.idempotency.reserve(params)),
+      finalize: (params) => on(deadline, 'a statement', async (c) => c.executor.idempotency.finalize(params)),
+      release: (params) => on(deadline, 'a statement', async (c) => c.executor.idempotency.release(params)),
+    },
+  });
+  const direct = until(NO_DEADLINE);
   try {
     await within(statementMs, 'the schema', async () => {
       await ensureSchema(db, { dialect });
@@ -134,16 +175,9 @@ async function pooled<Tx extends SupportedDb>(
       valueLimit,
       store,
       ...direct,
-      transaction: (body) =>
-        boundedTransaction(
-          (inner) =>
-            db.transaction((tx) =>
-              inner(boundedExecutor(executorOn(tx, sqlStore.inTransaction(tx), dialect), statementMs)),
-            ),
-          body,
-          { acquireTimeoutMs: bounds.acquireTimeoutMs, endTimeoutMs: statementMs },
-        ),
-      ping: async () => void (await direct.rows(sql`SELECT 1`)),
+      until,
+      transaction: (body, deadline = NO_DEADLINE) => transactionOn(acquire, connections, deadline, body),
+      ping: async (deadline = NO_DEADLINE) => void (await until(deadline).rows(sql`SELECT 1`)),
       close,
     };
   } catch (error) {
@@ -151,6 +185,73 @@ async function pooled<Tx extends SupportedDb>(
     await close().catch(() => {});
     throw error;
   }
+}
+
+/** Throws a DatabaseTimeout once `deadline` has passed: SQLite's statements cannot be stopped once they run. */
+function due(deadline: Deadline, what: string): void {
+  if (performance.now() >= deadline) throw new DatabaseTimeout(what, 0);
+}
+
+/**
+ * `task` in its turn on SQLite's one connection, unless `deadline` passes while it waits for it. Once its turn
+ * has come, it runs to its end: a task is never given up on half-way (it may be committing).
+ */
+function inTurn<T>(turn: Exclusive, deadline: Deadline, task: () => Promise<T>): Promise<T> {
+  const leftMs = deadline - performance.now();
+  if (leftMs === Number.POSITIVE_INFINITY) return turn(task);
+  if (leftMs <= 0) return Promise.reject(new DatabaseTimeout('with its turn on the connection', 0));
+  return new Promise<T>((resolve, reject) => {
+    let state: 'waiting' | 'running' | 'abandoned' = 'waiting';
+    const timer = setTimeout(() => {
+      if (state !== 'waiting') return;
+      state = 'abandoned';
+      reject(new DatabaseTimeout('with its turn on the connection', leftMs));
+    }, Math.ceil(leftMs));
+    turn(async () => {
+      if (state === 'abandoned') return undefined;
+      state = 'running';
+      clearTimeout(timer);
+      return task();
+    }).then(
+      (value) => {
+        if (state === 'running') resolve(value as T);
+      },
+      (error: unknown) => {
+        if (state === 'running') reject(error);
+      },
+    );
+  });
+}
+
+/** An executor on SQLite that runs no statement once `deadline` has passed. */
+function checkedAt(executor: Executor, deadline: Deadline): Executor {
+  if (deadline === NO_DEADLINE) return executor;
+  const { idempotency } = executor;
+  return {
+    lock: executor.lock,
+    rows: async (statement) => {
+      due(deadline, 'a statement');
+      return executor.rows(statement);
+    },
+    run: async (statement) => {
+      due(deadline, 'a statement');
+      return executor.run(statement);
+    },
+    idempotency: {
+      reserve: async (params) => {
+        due(deadline, "the idempotency store's reserve");
+        return idempotency.reserve(params);
+      },
+      finalize: async (params) => {
+        due(deadline, "the idempotency store's finalize");
+        return idempotency.finalize(params);
+      },
+      release: async (params) => {
+        due(deadline, "the idempotency store's release");
+        return idempotency.release(params);
+      },
+    },
+  };
 }
 
 async function openSqlite(file: string): Promise<CatalogDatabase> {
@@ -175,11 +276,26 @@ async function openSqlite(file: string): Promise<CatalogDatabase> {
     rows: (statement) => turn(() => direct.rows(statement)),
     run: (statement) => turn(() => direct.run(statement)),
     idempotency: serialized(direct.idempotency, turn),
-    transaction: (body) =>
-      turn(async () => {
+    // Statements are synchronous here (better-sqlite3): none can be stopped once it runs. A deadline bounds the
+    // wait for the connection's turn, and is checked before each statement and before COMMIT: past it, the
+    // transaction rolls back (synchronously, so nothing is left unknown) and the answer is a retryable 503.
+    until: (deadline) => {
+      const checked = checkedAt(direct, deadline);
+      return {
+        lock: direct.lock,
+        rows: (statement) => inTurn(turn, deadline, () => checked.rows(statement)),
+        run: (statement) => inTurn(turn, deadline, () => checked.run(statement)),
+        idempotency: serialized(checked.idempotency, <T>(task: () => Promise<T>) =>
+          inTurn(turn, deadline, task),
+        ),
+      };
+    },
+    transaction: (body, deadline = NO_DEADLINE) =>
+      inTurn(turn, deadline, async () => {
         connection.exec('BEGIN IMMEDIATE');
         try {
-          const result = await body(direct);
+          const result = await body(checkedAt(direct, deadline));
+          due(deadline, 'in time to commit');
           connection.exec('COMMIT');
           return result;
         } catch (error) {
@@ -187,7 +303,8 @@ async function openSqlite(file: string): Promise<CatalogDatabase> {
           throw error;
         }
       }),
-    ping: () => turn(async () => void (await direct.rows(sql`SELECT 1`))),
+    ping: (deadline = NO_DEADLINE) =>
+      inTurn(turn, deadline, async () => void (await direct.rows(sql`SELECT 1`))),
     close: async () => void connection.close(),
   };
 }
@@ -209,6 +326,8 @@ export interface DatabaseOptions {
    * a stalled node's reservation and row locks last that long. @default 10_000
    */
   readonly idleTransactionTimeoutMs?: number;
+  /** The most connections open to a PostgreSQL or MySQL database. @default 10 */
+  readonly poolSize?: number;
 }
 
 /** The database options of a server's settings. */
@@ -217,6 +336,7 @@ export const databaseOptions = (config: ServerConfig): DatabaseOptions => ({
   statementTimeoutMs: config.database.statementTimeoutMs,
   acquireTimeoutMs: config.database.acquireTimeoutMs,
   idleTransactionTimeoutMs: config.database.idleTransactionTimeoutMs,
+  poolSize: config.database.poolSize,
 });
 
 // How much later than the database's statement timeout the client gives up on a statement.
@@ -232,6 +352,7 @@ export async function openDatabase(url: string, options: DatabaseOptions = {}): 
     statementTimeoutMs: options.statementTimeoutMs ?? 10_000,
     acquireTimeoutMs: options.acquireTimeoutMs ?? 5_000,
     idleTransactionTimeoutMs: options.idleTransactionTimeoutMs ?? 10_000,
+    poolSize: options.poolSize ?? 10,
   };
   if (url.startsWith('postgres://') || url.startsWith('postgresql://')) {
     // Set once per connection, as startup parameters: no statement per transaction.
@@ -242,10 +363,12 @@ export async function openDatabase(url: string, options: DatabaseOptions = {}): 
     ];
     const pool = new pg.Pool({
       connectionString: url,
-      max: 10,
+      max: bounds.poolSize,
       options: settings.map((setting) => `-c ${setting}`).join(' '),
       connectionTimeoutMillis: bounds.acquireTimeoutMs,
-      query_timeout: bounds.statementTimeoutMs + CLIENT_MARGIN_MS,
+      // Only a backstop (the startup's statements): every request's statement is bounded sooner, and its
+      // connection destroyed when it runs out (database/deadline.ts).
+      query_timeout: bounds.statementTimeoutMs + 2 * CLIENT_MARGIN_MS,
       keepAlive: true,
     });
     // node-postgres emits 'error' on a client whose connection breaks (reset, or ended by the server), and an
@@ -255,12 +378,12 @@ export async function openDatabase(url: string, options: DatabaseOptions = {}): 
     pool.on('error', ignore);
     pool.on('connect', (client) => client.on('error', ignore));
     const db = pgDrizzle(pool);
-    return pooled('postgres', db, createSqlStore(db, { dialect: 'postgres' }), () => pool.end(), bounds);
+    return pooled('postgres', db, pgConnections(pool, bounds.statementTimeoutMs), () => pool.end(), bounds);
   }
   if (url.startsWith('mysql://')) {
     const pool = mysql.createPool({
       uri: url,
-      connectionLimit: 10,
+      connectionLimit: bounds.poolSize,
       connectTimeout: bounds.acquireTimeoutMs,
       enableKeepAlive: true,
     });
@@ -280,7 +403,7 @@ export async function openDatabase(url: string, options: DatabaseOptions = {}): 
       );
     });
     const db = mysqlDrizzle(pool);
-    return pooled('mysql', db, createSqlStore(db, { dialect: 'mysql' }), () => pool.end(), bounds);
+    return pooled('mysql', db, mysqlConnections(pool, bounds.statementTimeoutMs), () => pool.end(), bounds);
   }
   return openSqlite(url.replace(/^(sqlite|file):/, ''));
 }

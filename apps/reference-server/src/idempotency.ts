@@ -105,7 +105,11 @@ export async function registerIdempotency(
   const current = async (request: FastifyRequest, uuid: string | undefined) => {
     if (uuid === undefined) return undefined;
     // Inside the mutation's transaction when the key was met there (reserveIn 'transaction'): read in it.
-    const entity = await getEntityByUuid(request.transaction ?? db, prefixOf(request), uuid);
+    const entity = await getEntityByUuid(
+      request.transaction ?? db.until(request.deadline),
+      prefixOf(request),
+      uuid,
+    );
     return entity === undefined
       ? undefined
       : { 'metadata-location': entity.metadataLocation, metadata: entity.metadata };

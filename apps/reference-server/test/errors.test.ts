@@ -122,25 +122,28 @@ describe('over HTTP', () => {
   afterAll(async () => node.close());
 
   test('a database fault is a 503 with Retry-After; a bug is a 500 without', async () => {
-    const rows = node.db.rows;
+    // A request's reads run on `db.until(its deadline)`: its statements fail.
+    const until = node.db.until;
+    const failing = (fault: () => Error) => (deadline: number) => ({
+      ...until(deadline),
+      rows: async () => {
+        throw fault();
+      },
+    });
     try {
-      node.db.rows = async () => {
-        throw Object.assign(new Error('read ECONNRESET'), { code: 'ECONNRESET' });
-      };
+      node.db.until = failing(() => Object.assign(new Error('read ECONNRESET'), { code: 'ECONNRESET' }));
       const down = await call(node.url, 'GET', '/v1/namespaces');
       expect(down.status).toBe(503);
       expect(down.headers.get('retry-after')).toBe('1');
       expect(down.text).not.toMatch(/ECONNRESET/);
-      node.db.rows = async () => {
-        throw new TypeError("Cannot read properties of undefined (reading 'x')");
-      };
+      node.db.until = failing(() => new TypeError("Cannot read properties of undefined (reading 'x')"));
       const bug = await call(node.url, 'GET', '/v1/namespaces');
       expect(bug.status).toBe(500);
       expect(bug.json().error).toMatchObject({ type: 'InternalServerError', code: 500 });
       expect(bug.headers.get('retry-after')).toBeNull();
       expect(bug.text).not.toMatch(/Cannot read/);
     } finally {
-      node.db.rows = rows;
+      node.db.until = until;
     }
   });
 

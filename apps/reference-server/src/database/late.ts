@@ -87,8 +87,18 @@ export function openWithRetry(url: string, options: DatabaseOptions, retry: Retr
     lock: (mode) => need().lock(mode),
     rows: async (statement) => need().rows(statement),
     run: async (statement) => need().run(statement),
-    transaction: async (body) => need().transaction(body),
-    ping: async () => need().ping(),
+    until: (deadline) => ({
+      lock: (mode) => need().lock(mode),
+      rows: async (statement) => need().until(deadline).rows(statement),
+      run: async (statement) => need().until(deadline).run(statement),
+      idempotency: {
+        reserve: async (params) => need().until(deadline).idempotency.reserve(params),
+        finalize: async (params) => need().until(deadline).idempotency.finalize(params),
+        release: async (params) => need().until(deadline).idempotency.release(params),
+      },
+    }),
+    transaction: async (body, deadline) => need().transaction(body, deadline),
+    ping: async (deadline) => need().ping(deadline),
     close: async () => {
       stopped = true;
       wake();

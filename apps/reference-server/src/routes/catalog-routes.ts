@@ -29,9 +29,9 @@ export const catalogRoutes: FastifyPluginAsync<{ db: CatalogDatabase; warehouse:
     // Validated and coerced by the spec's schema: pageSize is an integer of at least 1.
     const query = request.query as { parent?: string; pageToken?: string | null; pageSize?: number };
     const parent = query.parent === undefined ? undefined : namespaceParts(query.parent).join(SEPARATOR);
-    if (parent !== undefined) await requireNamespace(db, prefix, parent);
+    if (parent !== undefined) await requireNamespace(db.until(request.deadline), prefix, parent);
     const depth = parent === undefined ? 1 : parent.split(SEPARATOR).length + 1;
-    const all = (await repo.listNamespaces(db, prefix)).filter(
+    const all = (await repo.listNamespaces(db.until(request.deadline), prefix)).filter(
       (ns) =>
         ns.split(SEPARATOR).length === depth && (parent === undefined || ns.startsWith(parent + SEPARATOR)),
     );
@@ -74,12 +74,12 @@ export const catalogRoutes: FastifyPluginAsync<{ db: CatalogDatabase; warehouse:
 
   app.get('/namespaces/:namespace', async (request) => {
     const { prefix, parts, key } = namespaceOf(request);
-    return { namespace: parts, properties: await requireNamespace(db, prefix, key) };
+    return { namespace: parts, properties: await requireNamespace(db.until(request.deadline), prefix, key) };
   });
 
   app.head('/namespaces/:namespace', async (request, reply) => {
     const { prefix, key } = namespaceOf(request);
-    await requireNamespace(db, prefix, key);
+    await requireNamespace(db.until(request.deadline), prefix, key);
     return reply.code(204).send();
   });
 
@@ -131,8 +131,8 @@ export const catalogRoutes: FastifyPluginAsync<{ db: CatalogDatabase; warehouse:
   // ---- tables
   app.get('/namespaces/:namespace/tables', async (request) => {
     const { prefix, parts, key } = namespaceOf(request);
-    await requireNamespace(db, prefix, key);
-    const names = await repo.listEntities(db, prefix, key, 'table');
+    await requireNamespace(db.until(request.deadline), prefix, key);
+    const names = await repo.listEntities(db.until(request.deadline), prefix, key, 'table');
     return { identifiers: names.map((name) => ({ namespace: parts, name })) };
   });
 
@@ -148,7 +148,7 @@ export const catalogRoutes: FastifyPluginAsync<{ db: CatalogDatabase; warehouse:
     const metadata = newTableMetadata(input, location, nowMs);
     if (input['stage-create'] === true) {
       // Staged: nothing is committed; the client commits later with assert-create.
-      await requireNamespace(db, prefix, key);
+      await requireNamespace(db.until(request.deadline), prefix, key);
       return send(reply, { status: 200, body: { metadata, config: {} } });
     }
     return mutate(request, reply, db, async (tx) => {
@@ -169,9 +169,10 @@ export const catalogRoutes: FastifyPluginAsync<{ db: CatalogDatabase; warehouse:
   const loadTable = async (request: FastifyRequest) => {
     const { prefix, parts, key } = namespaceOf(request);
     const table = (request.params as Params).table as string;
-    const entity = await repo.getEntity(db, prefix, key, table);
+    const entity = await repo.getEntity(db.until(request.deadline), prefix, key, table);
     if (entity === undefined || entity.kind !== 'table') {
-      if ((await repo.getNamespace(db, prefix, key)) === undefined) throw noSuchNamespace(parts.join('.'));
+      if ((await repo.getNamespace(db.until(request.deadline), prefix, key)) === undefined)
+        throw noSuchNamespace(parts.join('.'));
       throw noSuchTable([...parts, table].join('.'));
     }
     return entity;

@@ -90,7 +90,7 @@ export async function mutate(
       )
         throw retryLater('the idempotency reservation was lost before commit; retry with the same key');
       return { action: 'answer' as const, rendered };
-    })
+    }, request.deadline)
     .catch((error: unknown) => {
       // With a key, a commit of unknown outcome is safe to retry: the retry replays what committed (the answer
       // committed with the work) or runs what did not. Without one it stays CommitStateUnknown (500).

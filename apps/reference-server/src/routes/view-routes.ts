@@ -43,8 +43,8 @@ export const viewRoutes: FastifyPluginAsync<{ db: CatalogDatabase; warehouse: Wa
 
   app.get('/namespaces/:namespace/views', async (request) => {
     const { prefix, parts, key } = namespaceOf(request);
-    await requireNamespace(db, prefix, key);
-    const names = await repo.listEntities(db, prefix, key, 'view');
+    await requireNamespace(db.until(request.deadline), prefix, key);
+    const names = await repo.listEntities(db.until(request.deadline), prefix, key, 'view');
     return { identifiers: names.map((name) => ({ namespace: parts, name })) };
   });
 
@@ -73,9 +73,10 @@ export const viewRoutes: FastifyPluginAsync<{ db: CatalogDatabase; warehouse: Wa
   const loadView = async (request: FastifyRequest) => {
     const { prefix, parts, key } = namespaceOf(request);
     const name = viewName(request);
-    const entity = await repo.getEntity(db, prefix, key, name);
+    const entity = await repo.getEntity(db.until(request.deadline), prefix, key, name);
     if (entity === undefined || entity.kind !== 'view') {
-      if ((await repo.getNamespace(db, prefix, key)) === undefined) throw noSuchNamespace(parts.join('.'));
+      if ((await repo.getNamespace(db.until(request.deadline), prefix, key)) === undefined)
+        throw noSuchNamespace(parts.join('.'));
       throw noSuchView([...parts, name].join('.'));
     }
     return entity;

@@ -58,7 +58,7 @@ export async function startTcpProxy(target: { host: string; port: number }): Pro
     pairs.add(pair);
     let stall: { stalled: boolean; closedByNode: boolean } | undefined;
     const forward = (to: Socket, towardsDatabase: boolean) => (chunk: Buffer) => {
-      if (towardsDatabase && trigger !== undefined && trigger.pattern.test(chunk.toString('latin1'))) {
+      if (towardsDatabase && trigger?.pattern.test(chunk.toString('latin1'))) {
         stall = trigger.stall;
         stall.stalled = true;
         trigger = undefined;

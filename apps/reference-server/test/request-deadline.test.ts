@@ -1,0 +1,201 @@
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { sleep } from './support/cluster.js';
+import { backends } from './support/databases.js';
+import { call, type Node, newKey, startNode } from './support/server.js';
+import { startTcpProxy, type TcpProxy } from './support/tcp-proxy.js';
+
+/**
+ * One deadline per request, from its arrival: with the request, statement and acquire bounds all at 500 ms, a
+ * stall anywhere on the database path (getting a connection, a statement, the COMMIT) is answered within that
+ * one deadline, never after the sum of the waits; and a connection given up on is closed, never reused.
+ */
+
+const DEADLINE_MS = 500;
+// What an answer may take past the deadline on 2 shared cores: the timer's own lateness, the error's way
+// through Fastify, the HTTP round trip on loopback, and a garbage collection now and then.
+const MARGIN_MS = 250;
+
+const SETTINGS = {
+  REQUEST_TIMEOUT_MS: String(DEADLINE_MS),
+  DATABASE_STATEMENT_TIMEOUT_MS: String(DEADLINE_MS),
+  DATABASE_ACQUIRE_TIMEOUT_MS: String(DEADLINE_MS),
+  IDEMPOTENCY_MAX_WAIT_MS: String(DEADLINE_MS),
+  DATABASE_IDLE_TRANSACTION_TIMEOUT_MS: '1000',
+  DATABASE_POOL_SIZE: '1',
+  IDEMPOTENCY_PURGE_ENABLED: 'false',
+  METRICS_ENABLED: 'false',
+  AUDIT_LOG: 'false',
+};
+
+/** A request, timed from the client: its answer and how long it took. */
+async function timed(
+  node: Node,
+  method: string,
+  path: string,
+  options: { body?: unknown; key?: string } = {},
+) {
+  const startedMs = performance.now();
+  const answer = await call(node.url, method, path, options);
+  return { answer, ms: performance.now() - startedMs };
+}
+
+const escapeRegExp = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+
+function expectRetryableInTime(result: Awaited<ReturnType<typeof timed>>, what: string) {
+  expect(result.answer.status, `${what}: ${result.answer.text}`).toBe(503);
+  expect(result.answer.headers.get('retry-after'), what).not.toBeNull();
+  expect(result.answer.json().error.type).toBe('ServiceUnavailableException');
+  expect(result.ms, `${what} answered after ${Math.round(result.ms)} ms`).toBeLessThan(
+    DEADLINE_MS + MARGIN_MS,
+  );
+}
+
+for (const backend of backends) {
+  describe.runIf(await backend.up())(`one deadline per request on ${backend.name}`, () => {
+    let database: Awaited<ReturnType<typeof backend.fresh>>;
+    let proxy: TcpProxy;
+    let node: Node;
+    const slowest: Record<string, number> = {};
+
+    beforeAll(async () => {
+      database = await backend.fresh();
+      const target = new URL(database.url);
+      proxy = await startTcpProxy({ host: target.hostname, port: Number(target.port) });
+      const url = new URL(database.url);
+      url.host = `127.0.0.1:${proxy.port}`;
+      node = await startNode(url.href, SETTINGS);
+      expect(
+        (await call(node.url, 'POST', '/v1/namespaces', { body: { namespace: ['present'] } })).status,
+      ).toBe(200);
+    }, 60_000);
+
+    afterAll(async () => {
+      console.log(`slowest answers on ${backend.name} (ms): ${JSON.stringify(slowest)}`);
+      await node?.close();
+      await proxy?.close();
+      await database?.drop();
+    }, 60_000);
+
+    /** After a scenario: the path heals, and the node answers at once again. */
+    async function healed() {
+      proxy.heal();
+      const until = Date.now() + 5_000;
+      for (;;) {
+        const answer = await call(node.url, 'GET', '/v1/namespaces/present');
+        if (answer.status === 200) return;
+        if (Date.now() > until) throw new Error(`not healed: ${answer.status} ${answer.text}`);
+        await sleep(50);
+      }
+    }
+
+    const note = (what: string, ms: number) => {
+      slowest[what] = Math.max(slowest[what] ?? 0, Math.round(ms));
+    };
+
+    test('a read whose statement stalls: 503 + Retry-After within the deadline', async () => {
+      proxy.stallOn(/catalog_namespaces/);
+      const result = await timed(node, 'GET', '/v1/namespaces/present');
+      note('read, statement stall', result.ms);
+      expectRetryableInTime(result, 'the stalled read');
+      await healed();
+    });
+
+    test('a create whose statement stalls inside its transaction: 503 + Retry-After within the deadline', async () => {
+      proxy.stallOn(/catalog_namespaces/);
+      const result = await timed(node, 'POST', '/v1/namespaces', {
+        key: newKey(),
+        body: { namespace: ['s1'] },
+      });
+      note('create, statement stall', result.ms);
+      expectRetryableInTime(result, 'the stalled create');
+      await healed();
+    });
+
+    test('a create whose idempotency finalize stalls: 503 + Retry-After within the deadline, then a retry applies it once', async () => {
+      const key = newKey();
+      // The finalize writes the answer into the record: the only statement that carries it (as bytes, or in hex
+      // when the driver formats the statement itself).
+      const answer = '{"namespace":["s2"]';
+      proxy.stallOn(new RegExp(`${escapeRegExp(answer)}|${Buffer.from(answer).toString('hex')}`, 'i'));
+      const result = await timed(node, 'POST', '/v1/namespaces', { key, body: { namespace: ['s2'] } });
+      note('create, finalize stall', result.ms);
+      expectRetryableInTime(result, 'the stalled finalize');
+      await healed();
+      const retried = await call(node.url, 'POST', '/v1/namespaces', { key, body: { namespace: ['s2'] } });
+      expect(retried.status, retried.text).toBe(200);
+    });
+
+    test('a create whose COMMIT stalls (with a key): the retryable 503 within the deadline, and its retry answers what committed', async () => {
+      const key = newKey();
+      proxy.stallOn(/commit/i);
+      const result = await timed(node, 'POST', '/v1/namespaces', { key, body: { namespace: ['c1'] } });
+      note('create, COMMIT stall', result.ms);
+      expectRetryableInTime(result, 'the stalled COMMIT');
+      await healed();
+      const retried = await call(node.url, 'POST', '/v1/namespaces', { key, body: { namespace: ['c1'] } });
+      // The COMMIT never reached the database: the retry runs it, once.
+      expect(retried.status, retried.text).toBe(200);
+      const again = await call(node.url, 'POST', '/v1/namespaces', { key, body: { namespace: ['c1'] } });
+      expect(again.headers.get('idempotent-replayed')).toBe('true');
+    });
+
+    test('a create whose COMMIT stalls (without a key): CommitStateUnknownException within the deadline, never a 503', async () => {
+      proxy.stallOn(/commit/i);
+      const result = await timed(node, 'POST', '/v1/namespaces', { body: { namespace: ['c2'] } });
+      note('create without a key, COMMIT stall', result.ms);
+      expect(result.answer.status, result.answer.text).toBe(500);
+      expect(result.answer.json().error.type).toBe('CommitStateUnknownException');
+      expect(result.ms).toBeLessThan(DEADLINE_MS + MARGIN_MS);
+      await healed();
+    });
+
+    test('no connection to be had (the database path partitioned): 503 + Retry-After within the deadline', async () => {
+      // The pool's connection is cut, and every new one hangs: a request waits for a connection.
+      proxy.cut();
+      proxy.partition();
+      await sleep(50);
+      for (const path of ['/v1/namespaces/present', '/v1/namespaces']) {
+        const result =
+          path === '/v1/namespaces'
+            ? await timed(node, 'POST', path, { key: newKey(), body: { namespace: ['a1'] } })
+            : await timed(node, 'GET', path);
+        note('acquire stall', result.ms);
+        expectRetryableInTime(result, `waiting for a connection (${path})`);
+      }
+      await healed();
+    });
+
+    test('a slow connection, then a stalled statement: the waits share one deadline instead of adding up', async () => {
+      // The only connection is held by a request whose statement stalls; the next one waits for it, gets it
+      // once the first gives up, and stalls too.
+      proxy.stallOn(/catalog_namespaces/);
+      const first = timed(node, 'GET', '/v1/namespaces/present');
+      await sleep(300);
+      proxy.stallOn(/catalog_namespaces/);
+      const second = await timed(node, 'POST', '/v1/namespaces', {
+        key: newKey(),
+        body: { namespace: ['w1'] },
+      });
+      note('acquire wait then statement stall', second.ms);
+      expectRetryableInTime(await first, 'the first');
+      expectRetryableInTime(second, 'the one that waited for a connection');
+      await healed();
+    });
+
+    test('a connection whose statement was given up on is closed, not reused: the next request on a pool of one succeeds at once', async () => {
+      const stall = proxy.stallOn(/catalog_namespaces/);
+      const acceptedBefore = proxy.accepted;
+      const stalled = await timed(node, 'GET', '/v1/namespaces/present');
+      expectRetryableInTime(stalled, 'the stalled read');
+      expect(stall.stalled).toBe(true);
+      // No heal: the stalled connection stays silent, so only the node closing it frees the pool's one slot.
+      const next = await timed(node, 'GET', '/v1/namespaces/present');
+      note('the request after a stall, pool of one', next.ms);
+      expect(next.answer.status, next.answer.text).toBe(200);
+      expect(next.ms).toBeLessThan(DEADLINE_MS);
+      expect(stall.closedByNode, 'the node closed the connection it gave up on').toBe(true);
+      expect(proxy.accepted, 'a new connection was opened for the next request').toBe(acceptedBefore + 1);
+      await healed();
+    });
+  });
+}
