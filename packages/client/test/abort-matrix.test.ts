@@ -104,6 +104,8 @@ interface AbortPoint {
    * Node's fetch rejects a body read with an AbortError for a falsy reason (`null`), not with the reason.
    */
   readonly byFetch?: boolean;
+  /** The signal is aborted before the call starts. */
+  readonly alreadyAborted?: boolean;
   /** What the server does with each request (it may leave it unanswered). */
   readonly serve?: (req: IncomingMessage, res: ServerResponse) => void;
   readonly start: (
@@ -125,6 +127,7 @@ const post = (signal: AbortSignal, body: Body = '{"item":"book"}'): RequestInit 
 const points: AbortPoint[] = [
   {
     name: 'before sending (the signal is already aborted), a stream body',
+    alreadyAborted: true,
     start: (client, signal, server) => {
       const { stream, cancelled } = stallingStream();
       return {
@@ -140,6 +143,7 @@ const points: AbortPoint[] = [
   },
   {
     name: 'before sending (the signal is already aborted), a Request',
+    alreadyAborted: true,
     start: (client, signal, server) => {
       const request = new Request(`${server.url}/orders`, { method: 'PUT', body: 'x', signal });
       return {
@@ -316,11 +320,10 @@ describe.each(optionSets)(
                 ...options,
                 ...more,
               });
-            const alreadyAborted = point.name.startsWith('before sending');
-            if (alreadyAborted) controller.abort(reason);
+            if (point.alreadyAborted) controller.abort(reason);
             const started = point.start(client, controller.signal, server);
             await started.reached;
-            if (!alreadyAborted) controller.abort(reason);
+            if (!point.alreadyAborted) controller.abort(reason);
             const settled = await settledWithin(started.outcome, PROMPT_MS);
             expect(settled).not.toBe('pending');
             expect(settled).toHaveProperty('rejected');
