@@ -56,10 +56,14 @@ function isReplayableBody(body: unknown): boolean {
   );
 }
 
-/** A stream, an async iterable (a Node `Readable`) or a generator: read once, gone. */
+/**
+ * A stream or an async iterable (a Node `Readable`, an async generator): read once, gone. A sync iterable (an
+ * array, a generator) is not one: fetch writes it as its string (`['a', 'b']` as `a,b`), and so does every
+ * attempt of ours, the same each time.
+ */
 function isOneShotBody(body: unknown): body is object {
   if (typeof body !== 'object' || body === null || isReplayableBody(body) || isFormData(body)) return false;
-  return isReadableStream(body) || Symbol.asyncIterator in body || Symbol.iterator in body;
+  return isReadableStream(body) || Symbol.asyncIterator in body;
 }
 
 function chunkSource(body: object): ChunkSource {
@@ -67,10 +71,7 @@ function chunkSource(body: object): ChunkSource {
     const reader = body.getReader();
     return { next: () => reader.read() as Promise<IteratorResult<unknown>>, cancel: (r) => reader.cancel(r) };
   }
-  const iterable = body as Partial<AsyncIterable<unknown>> & Partial<Iterable<unknown>>;
-  const iterator = (iterable[Symbol.asyncIterator]?.() ?? iterable[Symbol.iterator]?.()) as
-    | AsyncIterator<unknown>
-    | Iterator<unknown>;
+  const iterator = (body as AsyncIterable<unknown>)[Symbol.asyncIterator]();
   return {
     next: async () => iterator.next(),
     cancel: async () => {
