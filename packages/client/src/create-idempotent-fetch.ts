@@ -1,8 +1,9 @@
-import { v7 as uuidv7, validate, version } from 'uuid';
+import { validate, version } from 'uuid';
 import { abortReason } from './abort.js';
 import { recordOutcome } from './call-outcome.js';
 import { ClientErrorCode, IdemClientError } from './errors.js';
 import { keyLifetimeSource } from './key-lifetime.js';
+import { newIdempotencyKey } from './new-key.js';
 import {
   type IdempotentFetchOptions,
   type ResolvedOptions,
@@ -141,7 +142,7 @@ export function createIdempotentFetch(options: IdempotentFetchOptions = {}): Ide
     const template = await buildTemplate(input, init, limits);
     let key = template.headers.get(headerName);
     if (key === null) {
-      key = uuidv7();
+      key = newIdempotencyKey();
       template.headers.set(headerName, key);
     }
     const nowMs = clock.nowMs();

@@ -2,6 +2,7 @@ export { type CallOutcome, callOutcome, type GaveUp, isReplay, REPLAYED_HEADER }
 export { createIdempotentFetch, type IdempotentFetch } from './create-idempotent-fetch.js';
 export { ClientErrorCode, IdemClientError, isIdemClientError } from './errors.js';
 export { parseIsoDurationMs } from './iso-duration.js';
+export { newIdempotencyKey } from './new-key.js';
 export {
   type Clock,
   DEFAULT_METHODS,

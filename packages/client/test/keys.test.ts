@@ -1,9 +1,20 @@
-import { callOutcome, createIdempotentFetch } from '@idem/client';
+import { callOutcome, createIdempotentFetch, newIdempotencyKey } from '@idem/client';
 import { validate, version } from 'uuid';
 import { describe, expect, test } from 'vitest';
 import { answer, fast, networkError, ORDERS, post, scriptedFetch } from './support/fake-fetch.js';
 
 describe('keys', () => {
+  test('newIdempotencyKey makes UUIDv7 keys a server accepts, distinct and ordered by time', () => {
+    const keys = Array.from({ length: 1_000 }, () => newIdempotencyKey());
+    // RFC 9562: version 7, variant 10, lower-case hex: what a server's UUIDv7 check accepts as it is.
+    for (const key of keys)
+      expect(key).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+    expect(new Set(keys).size).toBe(keys.length);
+    const at = (key: string) => Number.parseInt(key.slice(0, 8) + key.slice(9, 13), 16);
+    expect(Math.abs(at(keys[0] as string) - Date.now())).toBeLessThan(5_000);
+    expect([...keys].sort()).toEqual(keys); // uuid's v7 is monotonic within a millisecond
+  });
+
   test.each(['POST', 'PUT', 'PATCH', 'DELETE'])('%s gets a fresh UUIDv7 Idempotency-Key', async (method) => {
     const { fetch, sent } = scriptedFetch(answer(200));
     const response = await createIdempotentFetch({ fetch })(ORDERS, { method, body: 'x' });
