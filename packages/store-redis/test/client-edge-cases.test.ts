@@ -245,8 +245,24 @@ const flushScripts = async (kind: ClientVariant['kind']) => {
 };
 
 const autoPipelined: ClientVariant[] = [
-  ...(standalone ? [ioredisVariant('enableAutoPipelining', { enableAutoPipelining: true })] : []),
-  ...(cluster ? [ioredisClusterVariant('enableAutoPipelining', { enableAutoPipelining: true })] : []),
+  ...(standalone
+    ? [
+        ioredisVariant('enableAutoPipelining', { enableAutoPipelining: true }),
+        ioredisVariant("enableAutoPipelining and keyPrefix 'app:'", {
+          enableAutoPipelining: true,
+          keyPrefix: 'app:',
+        }),
+      ]
+    : []),
+  ...(cluster
+    ? [
+        ioredisClusterVariant('enableAutoPipelining', { enableAutoPipelining: true }),
+        ioredisClusterVariant("enableAutoPipelining and keyPrefix 'app:'", {
+          enableAutoPipelining: true,
+          keyPrefix: 'app:',
+        }),
+      ]
+    : []),
 ];
 
 describe.each(autoPipelined.map((variant) => [variant.name, variant] as const))('%s', (_, variant) => {
@@ -266,7 +282,7 @@ describe.each(autoPipelined.map((variant) => [variant.name, variant] as const))(
       await Promise.all(Array.from({ length: 40 }, (_, i) => run(i)));
     } finally {
       await opened.close();
-      await sweep(variant.kind, prefix);
+      await sweep(variant.kind, `${variant.keyPrefix}${prefix}`);
     }
   });
 
