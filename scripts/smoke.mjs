@@ -29,7 +29,7 @@ import { storeConformance } from '@idem/store-conformance';
 import { createRedisStore } from '@idem/store-redis';
 import { createSqlStore, ensureSchema } from '@idem/store-sql';
 import { idempotency as expressIdempotency } from '@idem/adapter-express';
-import fastifyIdempotency from '@idem/adapter-fastify';
+import { fastifyIdempotency } from '@idem/adapter-fastify';
 import { createIdempotencyMetrics } from '@idem/prometheus';
 import { createIdempotencyTracing } from '@idem/opentelemetry';
 import { Registry } from 'prom-client';
@@ -77,7 +77,7 @@ const { createRedisStore, recordKey } = require('@idem/store-redis');
 const { conformanceGroups } = require('@idem/store-conformance');
 const { schemaStatements } = require('@idem/store-sql');
 const { idempotency } = require('@idem/adapter-express');
-const fastifyPlugin = require('@idem/adapter-fastify');
+const { fastifyIdempotency } = require('@idem/adapter-fastify');
 const { createIdempotencyMetrics } = require('@idem/prometheus');
 const { SpanName } = require('@idem/opentelemetry');
 const { Registry } = require('prom-client');
@@ -86,14 +86,35 @@ if (SpanName.Process !== 'idempotency.process') throw new Error('opentelemetry')
 const { createIdempotentFetch, isReplay } = require('@idem/client');
 const { v7 } = require('uuid');
 if (!schemaStatements('postgres')[0].startsWith('CREATE TABLE IF NOT EXISTS')) throw new Error('store-sql');
-if (typeof idempotency !== 'function' || typeof fastifyPlugin.idempotency !== 'function') throw new Error('adapters');
+if (typeof idempotency !== 'function' || typeof fastifyIdempotency !== 'function') throw new Error('adapters');
 if (!validateUuidV7(v7()).ok) throw new Error('uuid');
 if (typeof createIdempotentFetch() !== 'function' || isReplay(new Response(null))) throw new Error('client');
 if (typeof createRedisStore !== 'function' || recordKey('p:', 'a{b}', 'k') !== 'p:{a%7Bb%7D:k}') throw new Error('store-redis');
 if (typeof withReplayCache !== 'function') throw new Error('replay cache');
 if (Object.keys(conformanceGroups).length < 6) throw new Error('groups');
 createIdempotency({ store: createMemoryStore({ sweepIntervalMs: false }) });
-console.log('cjs ok');
+// The Fastify plugin from CommonJS, without \`.default\`: one keyed request twice, the second a replay.
+(async () => {
+  const app = require('fastify')();
+  const store = createMemoryStore({ sweepIntervalMs: false });
+  await app.register(fastifyIdempotency, { store });
+  let runs = 0;
+  app.post('/orders', async () => ({ id: ++runs }));
+  const key = v7();
+  const send = () =>
+    app.inject({ method: 'POST', url: '/orders', headers: { 'idempotency-key': key }, payload: { a: 1 } });
+  const first = await send();
+  const again = await send();
+  if (first.statusCode !== 200 || again.headers['idempotent-replayed'] !== 'true' || runs !== 1) {
+    throw new Error(\`fastify from CJS: \${first.statusCode} \${JSON.stringify(again.headers)} runs=\${runs}\`);
+  }
+  await app.close();
+  await store.close();
+  console.log('cjs ok');
+})().catch((error) => {
+  console.error(error);
+  process.exit(1);
+});
 `;
   writeFileSync(join(work, 'smoke.mjs'), esm);
   writeFileSync(join(work, 'smoke.cjs'), cjs);
