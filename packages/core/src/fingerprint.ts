@@ -1,5 +1,6 @@
 import { isUtf8 } from 'node:buffer';
 import crypto, { createHash } from 'node:crypto';
+import { types } from 'node:util';
 import { exactCanonicalJson } from './exact-json.js';
 
 /** Query parameters as a framework hands them over: raw string, `URLSearchParams`, or a parsed object. */
@@ -73,7 +74,9 @@ function mediaTypeOf(contentType: string | undefined): string | null {
 
 /** `name=value` pairs of a media type's parameters (RFC 9110 §5.6.6), normalized and sorted by name. */
 function mediaTypeParameters(text: string): string[] {
-  const parameters: string[] = [];
+  // [name, normalized parameter]: sorted by name alone, so that one name given twice keeps its order (which of
+  // two boundaries a parser takes depends on it).
+  const parameters: [name: string, parameter: string][] = [];
   let at = 0;
   while (at < text.length) {
     const equals = text.indexOf('=', at);
@@ -84,7 +87,7 @@ function mediaTypeParameters(text: string): string[] {
         .slice(at, semicolon === -1 ? text.length : semicolon)
         .trim()
         .toLowerCase();
-      if (bare !== '') parameters.push(bare);
+      if (bare !== '') parameters.push([bare, bare]);
       at = semicolon === -1 ? text.length : semicolon + 1;
       continue;
     }
@@ -109,10 +112,10 @@ function mediaTypeParameters(text: string): string[] {
       next = after === -1 ? text.length : after + 1;
     }
     if (name === 'charset') value = value.toLowerCase();
-    parameters.push(`${name}=${JSON.stringify(value)}`);
+    parameters.push([name, `${name}=${JSON.stringify(value)}`]);
     at = next;
   }
-  return parameters.sort();
+  return parameters.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, parameter]) => parameter);
 }
 
 /**
@@ -189,6 +192,8 @@ function classifyBody(
   const raw = typeof body === 'string' || body instanceof Uint8Array ? body : bytesOfBinary(body);
   if (raw !== undefined) {
     if (raw.length === 0) {
+      // A view of a buffer transferred away reads as empty: its bytes are gone, not absent.
+      if (typeof raw !== 'string') refuseDetached(raw.buffer);
       return { kind: 'none' };
     }
     if (contentType !== undefined && JSON_CONTENT_TYPE.test(contentType)) {
@@ -208,12 +213,31 @@ function classifyBody(
  * not its elements) and an `ArrayBuffer` or `SharedArrayBuffer`. Undefined for anything else.
  */
 function bytesOfBinary(body: unknown): Uint8Array | undefined {
-  if (ArrayBuffer.isView(body)) return new Uint8Array(body.buffer, body.byteOffset, body.byteLength);
-  if (body instanceof ArrayBuffer) return new Uint8Array(body);
-  if (typeof SharedArrayBuffer !== 'undefined' && body instanceof SharedArrayBuffer) {
+  // `util.types` rather than `instanceof`: a buffer made in another realm (a `vm` context) is one too.
+  if (ArrayBuffer.isView(body)) {
+    refuseDetached(body.buffer);
+    return new Uint8Array(body.buffer, body.byteOffset, body.byteLength);
+  }
+  if (types.isAnyArrayBuffer(body)) {
+    refuseDetached(body);
     return new Uint8Array(body);
   }
   return undefined;
+}
+
+/**
+ * A detached `ArrayBuffer` (transferred to a worker, or by `structuredClone(…, { transfer })`) has no bytes
+ * left to hash: refused, rather than hashed as no body.
+ */
+function refuseDetached(buffer: ArrayBufferLike): void {
+  if (buffer.byteLength !== 0) return;
+  try {
+    new Uint8Array(buffer);
+  } catch {
+    throw new TypeError(
+      'the request body is a detached ArrayBuffer (its bytes were transferred away), which cannot be hashed',
+    );
+  }
 }
 
 /**
@@ -242,15 +266,19 @@ function refuseUnhashable(value: unknown, path: string): void {
   if (
     (typeof Blob !== 'undefined' && value instanceof Blob) ||
     (typeof FormData !== 'undefined' && value instanceof FormData) ||
-    value instanceof Map ||
-    value instanceof Set ||
-    value instanceof WeakMap ||
-    value instanceof WeakSet ||
-    value instanceof Promise ||
+    // `util.types` rather than `instanceof`: a Map made in another realm (a `vm` context) is one too.
+    types.isMap(value) ||
+    types.isSet(value) ||
+    types.isWeakMap(value) ||
+    types.isWeakSet(value) ||
+    types.isPromise(value) ||
+    types.isBoxedPrimitive(value) ||
     typeof (value as { then?: unknown }).then === 'function' ||
     typeof (value as { getReader?: unknown }).getReader === 'function' ||
     typeof (value as { pipe?: unknown }).pipe === 'function' ||
-    Symbol.asyncIterator in value
+    Symbol.asyncIterator in value ||
+    // Any other iterable with no members of its own (URLSearchParams, Headers, a generator): JSON writes `{}`.
+    (Symbol.iterator in value && Object.keys(value).length === 0)
   ) {
     throw new TypeError(
       `the request body${at(path)} is a ${what}, which cannot be hashed exactly: pass its bytes ` +
