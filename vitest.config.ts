@@ -39,9 +39,23 @@ export default defineConfig({
           include: ['test/**/*.test.ts'],
           // A package whose suites need a service started first (the Redis Cluster) says so in this file.
           globalSetup: existsSync(`${root}${dir}/test/global-setup.ts`) ? ['test/global-setup.ts'] : [],
-          typecheck: { enabled: true, include: ['test/**/*.test-d.ts'], tsconfig: './tsconfig.json' },
         },
       })),
+      // Every package's type tests (test/**/*.test-d.ts) in one project: vitest announces its experimental
+      // type checker once per project that turns it on.
+      {
+        extends: true as const,
+        test: {
+          name: 'types',
+          root: '.',
+          include: [],
+          typecheck: {
+            enabled: true,
+            include: ['packages/*/test/**/*.test-d.ts', 'apps/*/test/**/*.test-d.ts'],
+            tsconfig: './tsconfig.types.json',
+          },
+        },
+      },
     ],
   },
 });

@@ -94,14 +94,20 @@ export const expiryGroup: ConformanceGroup = (harness, makeStore, options) => {
   });
 };
 
+const announced = new Set<string>();
+
 /** What replaces the purge-count tests for a store that declared native expiry. Never a silent skip. */
 function nativeExpiryTests(harness: TestHarness, makeStore: MakeStore, reason: string): void {
   const { describe, test } = harness;
   const why = `native expiry: ${reason}`;
-  console.info(
-    `@idem/store-conformance: the purge-count tests (${PURGE_COUNT_TESTS.join('; ')}) are replaced for this ` +
-      `store by the native-expiry tests, because it declared ${why}`,
-  );
+  // Said once per reason and process: the group's name says it again on every run.
+  if (!announced.has(reason)) {
+    announced.add(reason);
+    console.info(
+      `@idem/store-conformance: the purge-count tests (${PURGE_COUNT_TESTS.join('; ')}) are replaced for this ` +
+        `store by the native-expiry tests, because it declared ${why}`,
+    );
+  }
   describe(`expiry (native; replaces the ${PURGE_COUNT_TESTS.length} purge-count tests: ${why})`, () => {
     test('purgeExpired MUST return a count and MUST NOT delete a record with expiresAtMs >= beforeMs', () =>
       withStore(makeStore, async ({ store }) => {
