@@ -1,6 +1,6 @@
 import { classNames } from './class-chain.js';
 
-import type { Command, RedisConnection, Reply } from './connection.js';
+import type { Command, RedisConnection, ReplicaAck, Reply } from './connection.js';
 
 /** The part of node-redis's `RedisClient` the store uses (its generics make the real type unwieldy here). */
 interface NodeRedisClient {
@@ -11,6 +11,8 @@ interface NodeRedisCluster {
   sendCommand(firstKey: string, isReadonly: boolean, args: Command, options?: object): Promise<unknown>;
   readonly masters: readonly object[];
   nodeClient(node: object): Promise<NodeRedisClient> | NodeRedisClient;
+  /** The client of the master of `key`'s slot (node-redis 6.3 and later). */
+  getNodeClientForKey?(key: string, isReadonly?: boolean): Promise<NodeRedisClient> | NodeRedisClient;
 }
 
 // RESP_TYPES.BLOB_STRING ('$'): bulk strings as Buffers, so that bodies and fields stay bytes. Written out
@@ -47,9 +49,41 @@ export function nodeRedisClientConnection(client: NodeRedisClient): RedisConnect
 
 /**
  * node-redis `createCluster`: every command is routed by the key given as `firstKey` (MOVED/ASK followed by
- * the library), so the WAIT, routed by the record's key, runs on the master that made the write.
+ * the library); with a replica acknowledgement, the write and its WAIT go together to the client of the slot's
+ * master (see `writeAndWait`).
  */
 export function nodeRedisClusterConnection(cluster: NodeRedisCluster): RedisConnection {
+  /**
+   * The write and its WAIT on one node's connection, in order: WAIT counts the replicas that have what its own
+   * connection wrote. Routed one by one, a write redirected by MOVED (or sent to a restarted master that had
+   * not learnt it was replaced) and its WAIT could run on two nodes, and the WAIT acknowledge the other node's
+   * writes: answers acknowledged that way were lost in a failover test. A MOVED reply means the write did not
+   * run; a keyed read through the cluster then makes node-redis learn the new owner, and both go again.
+   */
+  async function writeAndWait(key: string, command: Command, ack: ReplicaAck) {
+    const getNode = cluster.getNodeClientForKey?.bind(cluster);
+    if (getNode === undefined) {
+      const reply = (await cluster.sendCommand(key, false, command, BUFFERS)) as Reply;
+      const acknowledged = await cluster.sendCommand(key, false, wait(ack.count, ack.timeoutMs));
+      return { reply, acknowledged: Number(acknowledged) };
+    }
+    for (let attempt = 1; ; attempt++) {
+      const node = await getNode(key, false);
+      const [written, acknowledged] = await Promise.allSettled([
+        node.sendCommand(command, BUFFERS),
+        node.sendCommand(wait(ack.count, ack.timeoutMs)),
+      ]);
+      if (written.status === 'rejected') {
+        const error = written.reason;
+        if (attempt === 3 || !(error instanceof Error && error.message.startsWith('MOVED '))) throw error;
+        await cluster.sendCommand(key, false, ['EXISTS', key]);
+        continue;
+      }
+      if (acknowledged.status === 'rejected') throw acknowledged.reason;
+      return { reply: written.value as Reply, acknowledged: Number(acknowledged.value) };
+    }
+  }
+
   return {
     name: 'node-redis cluster',
     async send(key, command, ack) {
@@ -57,9 +91,7 @@ export function nodeRedisClusterConnection(cluster: NodeRedisCluster): RedisConn
         return { reply: (await cluster.sendCommand(key, false, command, BUFFERS)) as Reply };
       for (let attempt = 1; ; attempt++) {
         try {
-          const reply = (await cluster.sendCommand(key, false, command, BUFFERS)) as Reply;
-          const acknowledged = await cluster.sendCommand(key, false, wait(ack.count, ack.timeoutMs));
-          return { reply, acknowledged: Number(acknowledged) };
+          return await writeAndWait(key, command, ack);
         } catch (error) {
           // A master that turns replica (a failover) closes the connection of a client blocked in WAIT, and with
           // it every command queued behind the WAIT, run or not; node-redis, unlike ioredis, does not send them
