@@ -196,6 +196,28 @@ describe.runIf(standalone)('MULTI', () => {
     }
   });
 
+  test.each([2, 3] as const)(
+    'a node-redis client (RESP%s) left inside a raw MULTI: each call fails as a fault, naming the MULTI',
+    async (RESP) => {
+      const client = await createClient({ url: REDIS_URL, RESP }).connect();
+      const prefix = uniquePrefix();
+      try {
+        const store = createRedisStore(client, { prefix });
+        const params = reserveParams('multi');
+        await client.sendCommand(['MULTI']);
+        await expect(store.reserve(params)).rejects.toThrow(/queued in a MULTI transaction/);
+        await expect(store.finalize({ ...params, nowMs: NOW_MS, response: response('x') })).rejects.toThrow(
+          /queued in a MULTI transaction/,
+        );
+        await client.sendCommand(['DISCARD']);
+        expect((await store.reserve(reserveParams('multi'))).outcome).toBe('reserved');
+      } finally {
+        client.destroy();
+        await sweep('node-redis', prefix);
+      }
+    },
+  );
+
   test.each([false, true])(
     "the owner's own pipelines and multi() beside the store's calls (enableAutoPipelining %s)",
     async (enableAutoPipelining) => {
