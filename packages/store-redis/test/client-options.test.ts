@@ -1,7 +1,7 @@
 import { createIdempotency, type IdempotentRequest } from '@idem/core';
 import { storeConformance } from '@idem/store-conformance';
 import { createRedisStore, recordKey } from '@idem/store-redis';
-import { Redis } from 'ioredis';
+import { Cluster, Redis } from 'ioredis';
 import { v7 } from 'uuid';
 import { describe, expect, test } from 'vitest';
 import {
@@ -142,8 +142,8 @@ describe.each(variants.map((variant) => [variant.name, variant] as const))('%s',
   });
 });
 
+/** The raw value of `name`, read from the shared cluster by a client without any prefix. */
 async function clusterGet(name: string): Promise<Buffer | null> {
-  const { Cluster } = await import('ioredis');
   const probe = new Cluster(CLUSTER_NODES);
   try {
     return await probe.getBuffer(name);
