@@ -120,9 +120,11 @@ export async function registerIdempotency(
    * writes a new one), read through the warehouse (confined, bounded in size and time); undefined when it is
    * gone (purged, expired from the log) or is not that table's or view's.
    */
-  const file = async (answer: MetadataAnswer) => {
+  const file = async (answer: MetadataAnswer, request: FastifyRequest) => {
     const location = answer['metadata-location'];
-    const metadata = await warehouse.readMetadata(location, 'metadata-location').catch(() => undefined);
+    const metadata = await warehouse
+      .readMetadata(location, 'metadata-location', request.deadline)
+      .catch(() => undefined);
     return isObject(metadata) && uuidOf(metadata) === uuidOf(answer.metadata)
       ? { 'metadata-location': location, metadata }
       : undefined;
@@ -163,10 +165,11 @@ export async function registerIdempotency(
       const uuid = uuidOf(answer.metadata);
       if (!('config' in answer)) {
         if (!isCompact(answer)) return undefined;
-        const rebuilt = (await file(answer)) ?? (await current(host, uuid));
+        const rebuilt = (await file(answer, host)) ?? (await current(host, uuid));
         return rebuilt === undefined ? undefined : withBody(stored, rebuilt);
       }
-      const rebuilt = (await current(host, uuid)) ?? (isCompact(answer) ? await file(answer) : undefined);
+      const rebuilt =
+        (await current(host, uuid)) ?? (isCompact(answer) ? await file(answer, host) : undefined);
       return withBody(stored, { ...answer, ...rebuilt, config: tableConfig() });
     },
     // By status: a 400 of the idempotency layer (an invalid or reused key, a value the store cannot hold) is a

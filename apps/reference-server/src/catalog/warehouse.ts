@@ -2,7 +2,7 @@ import { createHash, randomUUID } from 'node:crypto';
 import { mkdir, realpath, rm, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { badRequest } from '../errors.js';
+import { badRequest, retryLater } from '../errors.js';
 import { stringifyExactJson } from '../exact-json.js';
 import {
   MAX_LOCATION_BYTES,
@@ -56,7 +56,7 @@ export interface Warehouse {
    */
   writeMetadata(location: string, version: number, text: string): Promise<string>;
   /** Read a metadata file (bounded in size and time), parsed as JSON with exact longs (exact-json.ts). */
-  readMetadata(metadataLocation: string, field: string): Promise<unknown>;
+  readMetadata(metadataLocation: string, field: string, deadline?: number): Promise<unknown>;
   /** Delete a table's directory (drop with purge): never the warehouse itself, never outside it. */
   purge(location: string): Promise<void>;
   /** Delete one file (an old metadata file after commit): only inside the warehouse, never a directory. */
@@ -124,8 +124,12 @@ export async function openWarehouse(options: WarehouseOptions): Promise<Warehous
       const file = join(localPath(location, 'location'), 'metadata', name);
       return location.toLowerCase().startsWith('file:') ? pathToFileURL(file).href : file;
     },
-    readMetadata: async (metadataLocation, field) =>
-      readJsonFile(await confine(root, metadataLocation, { field }), field, limits),
+    // Within its own bound and the time left before the request's deadline (`performance.now()` ms).
+    readMetadata: async (metadataLocation, field, deadline = Number.POSITIVE_INFINITY) => {
+      const timeoutMs = Math.min(limits.timeoutMs, Math.floor(deadline - performance.now()));
+      if (timeoutMs <= 0) throw retryLater(`no time was left to read ${field}; retry later`);
+      return readJsonFile(await confine(root, metadataLocation, { field }), field, { ...limits, timeoutMs });
+    },
     async removeFile(location) {
       await rm(await confine(root, location, { field: 'metadata-file' }), { force: true });
     },

@@ -9,7 +9,8 @@ import type { CatalogDatabase } from '../db.js';
 export function databaseCheck(db: Pick<CatalogDatabase, 'ping'>, timeoutMs: number): () => Promise<boolean> {
   let inFlight: Promise<boolean> | undefined;
   return () => {
-    inFlight ??= db.ping().then(
+    // The check's own deadline: a hung database's connection is given up on (destroyed) when the probe is.
+    inFlight ??= db.ping(performance.now() + timeoutMs).then(
       () => true,
       () => false,
     );

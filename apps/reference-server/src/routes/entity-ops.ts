@@ -57,7 +57,7 @@ export function registration(request: FastifyRequest, warehouse: Warehouse, kind
     metadataLocation,
     overwrite: input.overwrite === true,
     async read() {
-      const document = await warehouse.readMetadata(metadataLocation, 'metadata-location');
+      const document = await warehouse.readMetadata(metadataLocation, 'metadata-location', request.deadline);
       const problem = documentProblem(COMPONENT[kind], document);
       if (problem !== undefined)
         throw badRequest(`metadata-location does not hold Iceberg ${kind} metadata: ${problem}`);
