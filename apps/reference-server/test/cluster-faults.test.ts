@@ -7,6 +7,7 @@ import { v7 } from 'uuid';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import {
   attempt,
+  CLUSTER_SETTINGS,
   type Cluster,
   type ClusterNode,
   count,
@@ -28,6 +29,16 @@ import { schema } from './support/server.js';
  */
 
 const TABLES = 4;
+
+/**
+ * Every answer a node gives comes within one request deadline (REQUEST_TIMEOUT_MS, from the request's arrival
+ * on the node) plus this margin, counted by the client from sending to the last byte of the answer: the trip
+ * over loopback, the node's event loop behind the other requests of the storm, and, on 2 cores shared by three
+ * nodes, the database and the client, a node that gets no core for a few hundred ms (measured: up to ~500 ms
+ * past the deadline). Before one deadline per request the waits added up, to more than three deadlines.
+ */
+const REQUEST_DEADLINE_MS = Number(CLUSTER_SETTINGS.REQUEST_TIMEOUT_MS);
+const ANSWER_MARGIN_MS = 1_000;
 const STORM = 120; // logical requests per storm: 3 copies each, plus retries
 
 /** What a scenario counted, summed over the suite and printed at its end. */
@@ -47,6 +58,8 @@ const totals = {
   duplicates: 0,
   blockedAfterKillMs: [] as number[],
   blockedAfterStopMs: [] as number[],
+  slowestAnswerMs: 0,
+  connectionStalls: 0,
 };
 
 /** A direct connection to the database (not through any node's proxy), for what only it can tell. */
@@ -220,6 +233,10 @@ async function healthy(cluster: Cluster, db: Direct, tally: Tally) {
   totals.connectionErrors += tally.connectionErrors;
   totals.wrongAnswers += tally.wrongAnswers;
   totals.lost += tally.lost;
+  totals.slowestAnswerMs = Math.max(totals.slowestAnswerMs, tally.slowestMs);
+  expect(tally.slowestMs, 'the slowest answer, in ms (one request deadline + margin)').toBeLessThan(
+    REQUEST_DEADLINE_MS + ANSWER_MARGIN_MS,
+  );
   expect(tally.wrongAnswers, 'copies that got different answers').toBe(0);
   expect(tally.lost, 'logical requests without a final answer').toBe(0);
   expect(tally.other5xx, 'non-retryable 5xx').toBe(0);
@@ -428,9 +445,26 @@ for (const backend of backends) {
       // HEALTH_TIMEOUT_MS is 500: each probe answered well within a second, and 503 while partitioned.
       expect(probes.every((probe) => probe.ms < 1_500)).toBe(true);
       expect(probes.filter((probe) => probe.status === 503).length).toBeGreaterThan(probes.length / 2);
-      // Statement 2 s (+1 s on the client), acquire 1.5 s: no attempt waited past those.
-      expect(tally.slowestMs).toBeLessThan(8_000);
+      // Statement 2 s (+1 s on the client), acquire 2 s, all within one 2 s request deadline: no attempt
+      // waited past it (checked again by `healthy`, for every scenario).
+      expect(tally.slowestMs).toBeLessThan(REQUEST_DEADLINE_MS + ANSWER_MARGIN_MS);
       await node.ready();
+      await healthy(cluster, db, tally);
+    }, 180_000);
+
+    test('single connections stalled under load (a statement, the finalize, a COMMIT sent or not): every answer within one deadline, every request applied once', async () => {
+      await prepare(cluster, 'stalls');
+      // What a connection may stall on: the catalog's statements, the idempotency record's, and the COMMIT,
+      // held back or delivered with its answer lost (the commit then happened: its retry must replay it).
+      const patterns = [/catalog_entities/, /catalog_namespaces/, /idem_records/, /commit/i];
+      const tally = await storm(cluster, 'stalls', STORM, async (done) => {
+        while (!done()) {
+          await sleep(150);
+          const pattern = patterns[Math.floor(Math.random() * patterns.length)] as RegExp;
+          pick(cluster).proxy.stallOn(pattern, { deliver: Math.random() < 0.5 });
+          totals.connectionStalls++;
+        }
+      });
       await healthy(cluster, db, tally);
     }, 180_000);
 

@@ -1,4 +1,7 @@
+import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { DatabaseTimeout } from '../src/database/deadline.js';
+import { openDatabase } from '../src/db.js';
 import { sleep } from './support/cluster.js';
 import { backends } from './support/databases.js';
 import { call, type Node, newKey, startNode } from './support/server.js';
@@ -139,6 +142,20 @@ for (const backend of backends) {
       expect(again.headers.get('idempotent-replayed')).toBe('true');
     });
 
+    test('a COMMIT that commits but whose answer is lost (with a key): the retryable 503 within the deadline, and its retry replays, never runs again', async () => {
+      const key = newKey();
+      const stall = proxy.stallOn(/commit/i, { deliver: true });
+      const result = await timed(node, 'POST', '/v1/namespaces', { key, body: { namespace: ['c3'] } });
+      note('create, COMMIT answer lost', result.ms);
+      expect(stall.stalled).toBe(true);
+      expectRetryableInTime(result, 'the COMMIT whose answer was lost');
+      await healed();
+      const retried = await call(node.url, 'POST', '/v1/namespaces', { key, body: { namespace: ['c3'] } });
+      expect(retried.status, retried.text).toBe(200);
+      expect(retried.headers.get('idempotent-replayed')).toBe('true');
+      expect(retried.json()).toEqual({ namespace: ['c3'], properties: {} });
+    });
+
     test('a create whose COMMIT stalls (without a key): CommitStateUnknownException within the deadline, never a 503', async () => {
       proxy.stallOn(/commit/i);
       const result = await timed(node, 'POST', '/v1/namespaces', { body: { namespace: ['c2'] } });
@@ -199,3 +216,53 @@ for (const backend of backends) {
     });
   });
 }
+
+describe('one deadline per request on SQLite (embedded: statements are synchronous)', () => {
+  const insert = (name: string) =>
+    sql`INSERT INTO catalog_namespaces (prefix, namespace, properties) VALUES ('', ${name}, '{}')`;
+  const count = async (db: Awaited<ReturnType<typeof openDatabase>>, name: string) =>
+    (await db.rows(sql`SELECT namespace FROM catalog_namespaces WHERE namespace = ${name}`)).length;
+
+  test('a request that waits for the connection’s turn past its deadline is a 503 at once, and never runs later', async () => {
+    const db = await openDatabase('sqlite::memory:');
+    const holding = db.transaction(async (tx) => {
+      await tx.run(insert('held'));
+      await sleep(300); // a transaction that awaits (a metadata file written) keeps the connection's turn
+    });
+    const startedMs = performance.now();
+    const error = await db
+      .until(performance.now() + 100)
+      .run(insert('late'))
+      .catch((thrown: unknown) => thrown);
+    expect(error).toBeInstanceOf(DatabaseTimeout);
+    expect(performance.now() - startedMs).toBeLessThan(100 + MARGIN_MS);
+    await holding;
+    await sleep(20);
+    expect(await count(db, 'held')).toBe(1);
+    expect(await count(db, 'late')).toBe(0);
+    await db.close();
+  });
+
+  test('a transaction whose deadline passes during its work rolls back: nothing committed, a 503', async () => {
+    const db = await openDatabase('sqlite::memory:');
+    const wrote = await db
+      .transaction(async (tx) => {
+        await tx.run(insert('wrote-then-slow'));
+        await sleep(150);
+      }, performance.now() + 100)
+      .catch((thrown: unknown) => thrown);
+    expect(wrote).toBeInstanceOf(DatabaseTimeout);
+    const slow = await db
+      .transaction(async (tx) => {
+        await sleep(150);
+        await tx.run(insert('slow-then-wrote'));
+      }, performance.now() + 100)
+      .catch((thrown: unknown) => thrown);
+    expect(slow).toBeInstanceOf(DatabaseTimeout);
+    expect(await count(db, 'wrote-then-slow')).toBe(0);
+    expect(await count(db, 'slow-then-wrote')).toBe(0);
+    await db.transaction(async (tx) => void (await tx.run(insert('in-time'))), performance.now() + 1_000);
+    expect(await count(db, 'in-time')).toBe(1);
+    await db.close();
+  });
+});

@@ -19,9 +19,10 @@ export interface TcpProxy {
   /**
    * Stall one connection: the first whose bytes towards the database match `pattern` (a statement's text) from
    * now on. Those bytes and all that follow on it, both ways, are dropped, its sockets kept open; every other
-   * connection, and every new one, passes as before.
+   * connection, and every new one, passes as before. `deliver`: the matching bytes still reach the database
+   * (the statement runs), and only what follows, its answer first, is lost.
    */
-  stallOn(pattern: RegExp): Stall;
+  stallOn(pattern: RegExp, options?: { deliver?: boolean }): Stall;
   /** How many connections the proxy has accepted so far. */
   readonly accepted: number;
   close(): Promise<void>;
@@ -45,7 +46,9 @@ export async function startTcpProxy(target: { host: string; port: number }): Pro
   let mode: ProxyMode = 'pass';
   let accepted = 0;
   const pairs = new Set<Pair>();
-  let trigger: { pattern: RegExp; stall: { stalled: boolean; closedByNode: boolean } } | undefined;
+  let trigger:
+    | { pattern: RegExp; deliver: boolean; stall: { stalled: boolean; closedByNode: boolean } }
+    | undefined;
   const reset = (pair: Pair) => {
     pairs.delete(pair);
     pair.client.resetAndDestroy();
@@ -61,6 +64,7 @@ export async function startTcpProxy(target: { host: string; port: number }): Pro
       if (towardsDatabase && trigger?.pattern.test(chunk.toString('latin1'))) {
         stall = trigger.stall;
         stall.stalled = true;
+        if (trigger.deliver && mode === 'pass' && !to.destroyed) to.write(chunk);
         trigger = undefined;
         pair.silent = true;
       }
@@ -97,9 +101,9 @@ export async function startTcpProxy(target: { host: string; port: number }): Pro
       for (const pair of [...pairs]) reset(pair);
       mode = 'pass';
     },
-    stallOn(pattern) {
+    stallOn(pattern, options = {}) {
       const stall = { stalled: false, closedByNode: false };
-      trigger = { pattern, stall };
+      trigger = { pattern, deliver: options.deliver === true, stall };
       return stall;
     },
     get accepted() {
