@@ -182,6 +182,25 @@ interface ExternalFinalize {
   readonly durationMs: number;
   /** What the store could not hold and was left out. */
   readonly omitted: OmittedParts | undefined;
+  /** `finalize` threw: nothing was written, whatever the host answers. */
+  readonly failed?: true;
+}
+
+/**
+ * A response a store can take: a status, headers as an object, and the body as bytes or null. What a host's
+ * `redact` returns is checked against it, or a store would fail on it as a fault (a `body: undefined`), and
+ * the smaller records could not be built from it (no `headers`).
+ */
+function isStoredResponse(value: unknown): value is StoredResponse {
+  if (typeof value !== 'object' || value === null) return false;
+  const { status, headers, body } = value as Partial<StoredResponse>;
+  return (
+    typeof status === 'number' &&
+    typeof headers === 'object' &&
+    headers !== null &&
+    !Array.isArray(headers) &&
+    (body === null || body instanceof Uint8Array)
+  );
 }
 
 // A class rather than a closure-built object: one request allocates one object with its methods on the
@@ -390,9 +409,7 @@ export class ReservedExecution<Host = unknown> implements Execution<Host>, Renew
     let redacted: StoredResponse | undefined;
     try {
       redacted = runtime.redact(stored, this);
-      if (typeof redacted !== 'object' || redacted === null || typeof redacted.status !== 'number') {
-        throw new TypeError('redact did not return a response');
-      }
+      if (!isStoredResponse(redacted)) throw new TypeError('redact did not return a response');
     } catch (error) {
       // A redact that throws, or returns no response (one that edits in place and forgets to return it): what
       // it was to remove cannot be told apart from the rest. Keep the status alone, which is what a retry needs
@@ -479,7 +496,12 @@ export class ReservedExecution<Host = unknown> implements Execution<Host>, Renew
         break;
       } catch (error) {
         // A fault, or not even the status fits: the host's to handle (its transaction rolls back).
-        if (!isStoreLimitError(error) || i === candidates.length - 1) throw error;
+        if (!isStoreLimitError(error) || i === candidates.length - 1) {
+          // Nothing was written: whatever the host answers now (its own status too, if it swallowed this),
+          // `finish` releases the key and never reports the record durable.
+          this.#storedExternally = { status: stored.status, durationMs: 0, omitted: undefined, failed: true };
+          throw error;
+        }
       }
     }
     const durationMs = performance.now() - startedMs;
@@ -591,7 +613,7 @@ export class ReservedExecution<Host = unknown> implements Execution<Host>, Renew
     const stored = this.#storedExternally;
     this.#storedExternally = undefined;
     if (stored === undefined) return 'already-settled';
-    if (status === stored.status) return this.#finalizedExternally(stored);
+    if (status === stored.status && stored.failed !== true) return this.#finalizedExternally(stored);
     try {
       const { value: released, durationMs } = await this.#runtime.callStore('release', this, () =>
         this.#runtime.store.release({ scope: this.scope, key: this.key, owner: this.owner }),
