@@ -60,11 +60,11 @@ interface Figures {
   /** Replays whose body is no run of their key at all (corruption, another key's answer): never. */
   foreignAnswers: number;
   unacknowledgedAnswers: number;
-  /** From the fault until the replica reported itself master. */
+  /** From the failover (the `CLUSTER FAILOVER` or the `kill -9`) until the replica reported itself master. */
   promotedAfterMs: number;
   /** From the fault until the cluster was whole again (for kill -9: the killed node back as a replica). */
   healedAfterMs: number;
-  /** From the fault until the first answer acknowledged by the store for a key reserved after the fault. */
+  /** From the failover until the first answer the store acknowledged to a request sent after it. */
   writesBackAfterMs: number;
   elapsedMs: number;
 }
@@ -230,14 +230,16 @@ async function scenario(cluster: FailoverCluster, kind: Kind, mode: Mode, wait: 
   const workers = Array.from({ length: CONCURRENCY }, worker);
 
   await sleep(BEFORE_FAULT_MS);
-  faultAt = performance.now();
-  if (mode === 'CLUSTER FAILOVER') await cluster.failover(replica.port);
-  else if (mode === 'kill -9') cluster.kill(victim.port);
-  else {
+  if (mode === 'replica cut off, then kill -9') {
     const heal = await cluster.cutReplica(victim.port, replica.port);
     await sleep(CUT_MS);
+    faultAt = performance.now();
     cluster.kill(victim.port);
     heal();
+  } else {
+    faultAt = performance.now();
+    if (mode === 'kill -9') cluster.kill(victim.port);
+    else await cluster.failover(replica.port);
   }
   await cluster.promoted(replica.port);
   f.promotedAfterMs = Math.round(performance.now() - faultAt);
