@@ -28,7 +28,7 @@ import { createMemoryStore, withReplayCache } from '@idem/store-memory';
 import { storeConformance } from '@idem/store-conformance';
 import { createRedisStore } from '@idem/store-redis';
 import { createSqlStore, ensureSchema } from '@idem/store-sql';
-import { idempotency as expressIdempotency } from '@idem/adapter-express';
+import { idempotencyMiddleware } from '@idem/adapter-express';
 import { fastifyIdempotency } from '@idem/adapter-fastify';
 import { createIdempotencyMetrics } from '@idem/prometheus';
 import { createIdempotencyTracing } from '@idem/opentelemetry';
@@ -36,7 +36,7 @@ import { Registry } from 'prom-client';
 import { callOutcome, createIdempotentFetch } from '@idem/client';
 import { v7 } from 'uuid'; // installed with @idem/client, its one dependency
 if (typeof createSqlStore !== 'function' || typeof ensureSchema !== 'function') throw new Error('store-sql');
-if (typeof expressIdempotency({ store: createMemoryStore() }) !== 'function') throw new Error('express');
+if (typeof idempotencyMiddleware({ store: createMemoryStore() }) !== 'function') throw new Error('express');
 if (typeof fastifyIdempotency !== 'function') throw new Error('fastify');
 try {
   createRedisStore({});
@@ -76,7 +76,7 @@ const { createMemoryStore, withReplayCache } = require('@idem/store-memory');
 const { createRedisStore, recordKey } = require('@idem/store-redis');
 const { conformanceGroups } = require('@idem/store-conformance');
 const { schemaStatements } = require('@idem/store-sql');
-const { idempotency } = require('@idem/adapter-express');
+const { idempotencyMiddleware } = require('@idem/adapter-express');
 const { fastifyIdempotency } = require('@idem/adapter-fastify');
 const { createIdempotencyMetrics } = require('@idem/prometheus');
 const { SpanName } = require('@idem/opentelemetry');
@@ -86,7 +86,7 @@ if (SpanName.Process !== 'idempotency.process') throw new Error('opentelemetry')
 const { createIdempotentFetch, isReplay } = require('@idem/client');
 const { v7 } = require('uuid');
 if (!schemaStatements('postgres')[0].startsWith('CREATE TABLE IF NOT EXISTS')) throw new Error('store-sql');
-if (typeof idempotency !== 'function' || typeof fastifyIdempotency !== 'function') throw new Error('adapters');
+if (typeof idempotencyMiddleware !== 'function' || typeof fastifyIdempotency !== 'function') throw new Error('adapters');
 if (!validateUuidV7(v7()).ok) throw new Error('uuid');
 if (typeof createIdempotentFetch() !== 'function' || isReplay(new Response(null))) throw new Error('client');
 if (typeof createRedisStore !== 'function' || recordKey('p:', 'a{b}', 'k') !== 'p:{a%7Bb%7D:k}') throw new Error('store-redis');

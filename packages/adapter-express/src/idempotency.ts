@@ -158,6 +158,3 @@ export function idempotencyMiddleware(options: ExpressIdempotencyOptions): Reque
       .catch(next);
   };
 }
-
-/** @deprecated Renamed {@link idempotencyMiddleware}; this name goes in the next minor release. */
-export const idempotency = idempotencyMiddleware;

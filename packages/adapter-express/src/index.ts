@@ -1,6 +1,5 @@
 export {
   captureRawBody,
   type ExpressIdempotencyOptions,
-  idempotency,
   idempotencyMiddleware,
 } from './idempotency.js';

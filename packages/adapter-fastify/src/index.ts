@@ -1,7 +1,5 @@
 export {
-  executionOf,
   type FastifyIdempotencyOptions,
   fastifyIdempotency,
-  idempotency,
   type RouteIdempotencyOptions,
 } from './plugin.js';

@@ -55,11 +55,6 @@ interface RawBody {
 }
 const rawBodies = new WeakMap<FastifyRequest, RawBody>();
 
-/** @deprecated Read `request.idempotency`; this function goes in the next minor release. */
-export function executionOf(request: FastifyRequest): Execution<FastifyRequest> | undefined {
-  return request.idempotency;
-}
-
 const asArray = <T>(hooks: T | T[] | undefined): T[] =>
   hooks === undefined ? [] : Array.isArray(hooks) ? hooks : [hooks];
 
@@ -188,6 +183,3 @@ const idempotencyPlugin: FastifyPluginAsync<FastifyIdempotencyOptions> = async (
  * await app.register(fastifyIdempotency, { store: createMemoryStore(), scope: (request) => request.user?.id });
  */
 export const fastifyIdempotency = fp(idempotencyPlugin, { fastify: '5.x', name: '@idem/adapter-fastify' });
-export default fastifyIdempotency;
-/** @deprecated Renamed {@link fastifyIdempotency}; this name goes in the next minor release. */
-export const idempotency = fastifyIdempotency;

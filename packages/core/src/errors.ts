@@ -131,14 +131,3 @@ export function isIdemError(value: unknown): value is IdemError {
 export function isStoreLimitError(value: unknown): value is IdemStoreLimitError {
   return isIdemError(value) && value.code === ErrorCode.StoreLimit;
 }
-
-/** @deprecated Renamed {@link IdemKeyError}; this name goes in the next minor release. */
-export const IdempotencyKeyError = IdemKeyError;
-/** @deprecated Renamed {@link IdemKeyReusedError}; this name goes in the next minor release. */
-export const IdempotencyKeyReusedError = IdemKeyReusedError;
-/** @deprecated Renamed {@link IdemInProgressError}; this name goes in the next minor release. */
-export const IdempotencyInProgressError = IdemInProgressError;
-/** @deprecated Renamed {@link IdemStoreUnavailableError}; this name goes in the next minor release. */
-export const StoreUnavailableError = IdemStoreUnavailableError;
-/** @deprecated Renamed {@link IdemStoreLimitError}; this name goes in the next minor release. */
-export const StoreLimitError = IdemStoreLimitError;

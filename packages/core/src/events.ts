@@ -82,6 +82,8 @@ export type IdempotencyEvent =
       readonly key: string;
       readonly method?: string;
       readonly route?: string;
+      /** The execution's owner token, when the refused call was an execution's (a `finalize`). */
+      readonly owner?: string | undefined;
       /** The status of the coordinator's answer, when this refusal decided it (a `reserve`). */
       readonly status?: number;
     }

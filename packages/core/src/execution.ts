@@ -118,17 +118,6 @@ export interface Execution<Host = unknown> extends RecordContext<Host> {
     response: CapturedResponse,
     finalize: ((params: FinalizeParams) => boolean | Promise<boolean>) | TransactionalStore,
   ): Promise<TransactionalOutcome>;
-  /**
-   * The response as it would be stored, or `undefined` when the finalization rule releases this status.
-   * Never throws: a throwing rule is replaced by the default rule, and a throwing `redact` by a record of the
-   * status alone (body omitted, no headers).
-   */
-  prepare(response: CapturedResponse): StoredResponse | undefined;
-  /**
-   * Tell the coordinator the host finalized the record itself, so it does not again.
-   * @deprecated Use {@link Execution.finalizeWith}, which also applies the rule and the clock.
-   */
-  markFinalized(status: number): void;
   /** Apply the finalization rule: store the response, or release the key. Never throws. */
   finish(response: CapturedResponse): Promise<FinishOutcome>;
   /** Release the key: the handler threw, or the client left before it started. Never throws. */
@@ -401,7 +390,12 @@ export class ReservedExecution<Host = unknown> implements Execution<Host>, Renew
     return this.#runtime.maxBodyBytes;
   }
 
-  prepare(response: CapturedResponse): StoredResponse | undefined {
+  /**
+   * The response as it would be stored, or `undefined` when the finalization rule releases this status.
+   * Never throws: a throwing rule is replaced by the default rule, and a throwing `redact` by a record of the
+   * status alone (body omitted, no headers).
+   */
+  #prepare(response: CapturedResponse): StoredResponse | undefined {
     const runtime = this.#runtime;
     if (this.#decide(response.status) === 'release') return undefined;
     const stored = toStoredResponse(response, runtime);
@@ -460,7 +454,7 @@ export class ReservedExecution<Host = unknown> implements Execution<Host>, Renew
     if (this.#settled) return 'lease-lost';
     const finalize =
       typeof target === 'function' ? target : (params: FinalizeParams) => target.finalize(params);
-    const stored = this.prepare(response);
+    const stored = this.#prepare(response);
     if (stored === undefined) {
       if (this.#inTransaction && typeof target !== 'function') {
         // Reserved in this transaction and not to be stored: gone with it, so the retry executes.
@@ -517,12 +511,6 @@ export class ReservedExecution<Host = unknown> implements Execution<Host>, Renew
     return 'finalized';
   }
 
-  markFinalized(status: number): void {
-    if (this.#settle() && this.#listening) {
-      this.#runtime.emit({ type: 'finalized', ...this.#eventBase(0), status, external: true });
-    }
-  }
-
   async finish(response: CapturedResponse): Promise<FinishOutcome> {
     if (this.#storedExternally !== undefined) return this.#afterExternal(response.status);
     if (this.#state === 'pending') {
@@ -530,7 +518,7 @@ export class ReservedExecution<Host = unknown> implements Execution<Host>, Renew
       return 'not-reserved'; // the handler never reserved the key (it answered before its transaction)
     }
     if (!this.#settle()) return 'already-settled';
-    const stored = this.prepare(response);
+    const stored = this.#prepare(response);
     if (stored === undefined) return this.#release('status', response.status);
     try {
       return await this.#finalize(stored, undefined);

@@ -17,15 +17,10 @@ export {
   IdemKeyInvalidError,
   IdemKeyMissingError,
   IdemKeyReusedError,
-  IdempotencyInProgressError,
-  IdempotencyKeyError,
-  IdempotencyKeyReusedError,
   IdemStoreLimitError,
   IdemStoreUnavailableError,
   isIdemError,
   isStoreLimitError,
-  StoreLimitError,
-  StoreUnavailableError,
 } from './errors.js';
 export {
   hasListeners,

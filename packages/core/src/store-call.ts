@@ -168,6 +168,7 @@ export function storeCall(options: StoreCallOptions): StoreCall {
           key: ref.key,
           method: ref.method,
           route: ref.route,
+          ...(ref.owner === undefined ? {} : { owner: ref.owner }),
           ...(operation === 'reserve' ? { status: options.limitStatus } : {}),
         });
         throw new IdemStoreLimitError(`the idempotency store cannot hold this request: ${error.message}`, {

@@ -37,10 +37,16 @@ describe('coordinator: host hooks that throw never reach the request (design §4
     expect(replay.headers['idempotent-replay-body-omitted']).toBe('true');
   });
 
-  test('prepare() for a transactional finalize never throws either', async () => {
+  test('a transactional finalize (finalizeWith) never throws either: the status alone is what it writes', async () => {
     const { idem } = setup({ redact: boom, finalizationRule: boom });
     const execution = expectExecute(await idem.begin(post()));
-    expect(execution.prepare(created())).toEqual({ status: 201, headers: {}, body: null, bodyOmitted: true });
+    const written: unknown[] = [];
+    const outcome = await execution.finalizeWith(created(), (params) => {
+      written.push(params.response);
+      return true;
+    });
+    expect(outcome).toBe('finalized');
+    expect(written).toEqual([{ status: 201, headers: {}, body: null, bodyOmitted: true }]);
   });
 
   test('a throwing rebuildReplay: the stored answer is replayed', async () => {

@@ -147,20 +147,6 @@ describe('coordinator: execute, finalize, replay (design §4 rows 5–7, 10, 11;
     expect(Buffer.from(expectReplay(await idem.begin(post())).body ?? []).toString()).toBe('v1');
   });
 
-  test('prepare + markFinalized: a host that finalized in its own transaction is not finalized twice', async () => {
-    const { idem, backend, events } = setup();
-    const execution = expectExecute(await idem.begin(post()));
-    expect(execution.prepare({ status: 503, headers: {}, body: null })).toBeUndefined();
-    const stored = execution.prepare(created());
-    expect(stored?.headers).toEqual({ 'content-type': 'application/json', location: '/v1/orders/1' });
-    // The host writes `stored` with the owner inside its transaction …
-    expect(await backend.store.finalize({ ...execution, response: stored as never, nowMs: 0 })).toBe(true);
-    execution.markFinalized(201);
-    expect(await execution.finish(created())).toBe('already-settled');
-    expect(backend.calls.filter((c) => c === 'finalize')).toHaveLength(1);
-    expect(events.at(-1)).toMatchObject({ type: 'finalized', external: true });
-  });
-
   test('keys are scoped: the same key in another scope is an unrelated record', async () => {
     const { idem } = setup();
     await expectExecute(await idem.begin(post({ scope: 'alice' }))).finish(created());

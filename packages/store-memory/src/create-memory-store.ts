@@ -14,14 +14,6 @@ import {
 } from '@idem/core';
 import { LRUCache } from 'lru-cache';
 
-/** Reported when a completed record is dropped to stay within the bounds, before its lifetime ended. */
-export interface EvictionEvent {
-  readonly scope: string;
-  readonly key: string;
-  /** `'capacity'`: `maxEntries` or `maxSizeBytes` was reached and this was the least recently used. */
-  readonly reason: 'capacity';
-}
-
 export interface MemoryStoreOptions {
   /** The most completed records kept; the least recently used go first. @default 10_000 */
   readonly maxEntries?: number;
@@ -39,8 +31,6 @@ export interface MemoryStoreOptions {
    * coordinator's `onEvent`: pass one listener to both).
    */
   readonly onEvent?: IdempotencyEventListener;
-  /** @deprecated Use `onEvent` (an `evicted` event); this option goes in the next minor release. */
-  readonly onEvict?: (event: EvictionEvent) => void;
 }
 
 /** An {@link IdempotencyStore} held in this process's memory, with `close()` to stop its sweep timer. */
@@ -83,10 +73,8 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): MemoryStore
     max: options.maxEntries ?? 10_000,
     ...(maxSizeBytes === undefined ? {} : { maxSize: maxSizeBytes, sizeCalculation: sizeOf }),
     dispose: (record, _id, reason) => {
-      if (reason === 'evict' && (listening || options.onEvict !== undefined)) {
-        const event = { scope: record.scope, key: record.key, reason: 'capacity' } as const;
-        emit({ type: 'evicted', ...event });
-        options.onEvict?.(event);
+      if (reason === 'evict' && listening) {
+        emit({ type: 'evicted', scope: record.scope, key: record.key, reason: 'capacity' });
       }
     },
   });

@@ -1,5 +1,5 @@
 import { createIdempotency, type IdempotencyEvent, isStoreLimitError, type StoredResponse } from '@idem/core';
-import { createMemoryStore, type EvictionEvent } from '@idem/store-memory';
+import { createMemoryStore } from '@idem/store-memory';
 import { v7 } from 'uuid';
 import { describe, expect, test } from 'vitest';
 
@@ -25,18 +25,15 @@ async function complete(store: ReturnType<typeof createMemoryStore>, key: string
 describe('memory store bounds', () => {
   test('completed records are bounded by maxEntries, least recently used first, with an eviction event', async () => {
     const evicted: IdempotencyEvent[] = [];
-    const legacy: EvictionEvent[] = [];
     const store = createMemoryStore({
       maxEntries: 3,
       sweepIntervalMs: false,
       onEvent: (e) => evicted.push(e),
-      onEvict: (e) => legacy.push(e),
     });
     for (const key of ['a', 'b', 'c']) await complete(store, key);
     await store.load({ scope: 's', key: 'a' }); // a is now more recent than b
     await complete(store, 'd');
     expect(evicted).toEqual([{ type: 'evicted', scope: 's', key: 'b', reason: 'capacity' }]);
-    expect(legacy).toEqual([{ scope: 's', key: 'b', reason: 'capacity' }]);
     expect(await store.load({ scope: 's', key: 'b' })).toBeUndefined();
     expect(await store.load({ scope: 's', key: 'a' })).toBeDefined();
     expect(store.size).toBe(3);
@@ -58,11 +55,11 @@ describe('memory store bounds', () => {
   });
 
   test('a record larger than maxSizeBytes is refused with a IdemStoreLimitError, never dropped in silence', async () => {
-    const evicted: EvictionEvent[] = [];
+    const evicted: IdempotencyEvent[] = [];
     const store = createMemoryStore({
       maxSizeBytes: 300,
       sweepIntervalMs: false,
-      onEvict: (e) => evicted.push(e),
+      onEvent: (e) => evicted.push(e),
     });
     await store.reserve(params('big'));
     const big = { status: 200, headers: {}, body: new Uint8Array(1_000) };

@@ -10,13 +10,8 @@ export const MAX_IDENTIFIER_CHARS = 255;
 /** The longest serialized header map, in bytes (MySQL's TEXT). */
 export const MAX_HEADERS_BYTES = 65_535;
 
-/**
- * A value the table cannot hold is refused with core's `IdemStoreLimitError` before any SQL, instead of letting
- * a database truncate it, mangle it or fail with an error that reads as an outage.
- * @deprecated Match `isStoreLimitError(error)` (or `IdemStoreLimitError`) from `@idem/core`; this name goes in
- * the next minor release.
- */
-export const SqlStoreLimitError = IdemStoreLimitError;
+// A value the table cannot hold is refused with core's `IdemStoreLimitError` before any SQL, instead of letting a
+// database truncate it, mangle it or fail with an error that reads as an outage.
 
 function checkIdentifier(field: string, value: string): void {
   if (value.length > MAX_IDENTIFIER_CHARS) {

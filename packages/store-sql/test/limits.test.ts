@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import { createIdempotency, ErrorCode, isStoreLimitError } from '@idem/core';
-import { createSqlStore, ensureSchema, SqlStoreLimitError } from '@idem/store-sql';
+import { createIdempotency, ErrorCode, IdemStoreLimitError, isStoreLimitError } from '@idem/core';
+import { createSqlStore, ensureSchema } from '@idem/store-sql';
 import Database from 'better-sqlite3';
 import { sql } from 'drizzle-orm';
 import { drizzle } from 'drizzle-orm/better-sqlite3';
@@ -41,7 +41,7 @@ describe('values the table cannot hold are refused, never truncated', () => {
   ])('%s', async (_, overrides, message) => {
     const { store, cleanup } = await makeSqliteMemoryStore();
     const p = params(overrides);
-    await expect(store.reserve(p)).rejects.toThrow(SqlStoreLimitError);
+    await expect(store.reserve(p)).rejects.toThrow(IdemStoreLimitError);
     await expect(store.reserve(p)).rejects.toSatisfy(isStoreLimitError);
     await expect(store.reserve(p)).rejects.toThrow(message);
     expect(await store.purgeExpired({ beforeMs: Number.MAX_SAFE_INTEGER, limit: 10 })).toBe(0);
