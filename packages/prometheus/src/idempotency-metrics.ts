@@ -72,7 +72,12 @@ interface Tracked {
   readonly decisionMs: number;
   /** Set once the execution's lost lease is counted: the heartbeat and the finalize may both report it. */
   leaseLost?: true;
+  /** Set once a store limit at its finalize is counted: each smaller record it tried may report one. */
+  storeLimited?: true;
 }
+
+/** Owners whose lost lease was counted after they were forgotten (past `maxTracked`), remembered this long. */
+const MAX_UNTRACKED_LOSSES = 1_024;
 
 /**
  * Register idempotency's series on a prom-client registry and return the event listener that feeds them.
@@ -90,6 +95,15 @@ export function createIdempotencyMetrics(options: IdempotencyMetricsOptions = {}
   const nameOf = options.operation ?? (({ route }) => route);
   const maxTracked = options.maxTracked ?? 100_000;
   const tracked = new Map<string, Tracked>();
+  /** Owners not tracked any more whose lost lease was counted: their finalize or release reports it again. */
+  const untrackedLosses = new Set<string>();
+  const rememberLoss = (owner: string): void => {
+    if (untrackedLosses.size >= MAX_UNTRACKED_LOSSES) {
+      const [oldest] = untrackedLosses;
+      if (oldest !== undefined) untrackedLosses.delete(oldest);
+    }
+    untrackedLosses.add(owner);
+  };
 
   const names: string[] = [];
   const counter = <L extends string>(name: string, help: string, labelNames: readonly L[] = []) => {
@@ -189,6 +203,7 @@ export function createIdempotencyMetrics(options: IdempotencyMetricsOptions = {}
       if (oldest !== undefined) {
         tracked.delete(oldest[0]);
         activeKeys.dec({ operation: oldest[1].operation });
+        if (oldest[1].leaseLost === true) rememberLoss(oldest[0]);
       }
     }
     tracked.set(owner, entry);
@@ -231,14 +246,15 @@ export function createIdempotencyMetrics(options: IdempotencyMetricsOptions = {}
         return;
       }
       case 'finalized':
-        // A response kept without what the store could not hold: one refusal, however many tries it took.
-        if (event.omitted !== undefined) {
+        // A response kept without what the store could not hold: one refusal, however many tries it took
+        // (counted at the first refusal already, when the execution is tracked).
+        if (event.omitted !== undefined && tracked.get(event.owner)?.storeLimited !== true) {
           errors.inc({ error_type: ErrorType.StoreLimit, operation: operationOf(event.method, event.route) });
         }
         ended(event.owner, event.status, event.executionMs);
         return;
       case 'released':
-        if (event.reason === 'unstorable') {
+        if (event.reason === 'unstorable' && tracked.get(event.owner)?.storeLimited !== true) {
           errors.inc({ error_type: ErrorType.StoreLimit, operation: operationOf(event.method, event.route) });
         }
         ended(event.owner, event.status, event.executionMs);
@@ -247,12 +263,15 @@ export function createIdempotencyMetrics(options: IdempotencyMetricsOptions = {}
         // Counted per execution, where it first found out: a heartbeat that finds the key taken and the
         // finalize that then fails report one lost lease.
         const entry = tracked.get(event.owner);
-        if (entry?.leaseLost !== true) {
+        const counted = entry === undefined ? untrackedLosses.has(event.owner) : entry.leaseLost === true;
+        if (!counted) {
           const operation = operationOf(event.method, event.route);
           leaseLosses.inc({ operation, phase: event.phase });
           errors.inc({ error_type: ErrorType.LeaseLost, operation });
           if (entry !== undefined) entry.leaseLost = true;
+          else if (event.phase === 'heartbeat') rememberLoss(event.owner);
         }
+        if (entry === undefined && event.phase !== 'heartbeat') untrackedLosses.delete(event.owner);
         if (event.phase !== 'heartbeat') ended(event.owner, event.status, event.executionMs);
         return;
       }
@@ -269,8 +288,19 @@ export function createIdempotencyMetrics(options: IdempotencyMetricsOptions = {}
         return;
       }
       case 'store-limit': {
-        // At finalize, the execution's end says what came of it (kept smaller, or released): counted there.
-        if (event.operation === 'finalize') return;
+        if (event.operation === 'finalize') {
+          // Counted once per execution, at its first refusal: whatever ends it next (kept smaller, released, a
+          // fault or a lost lease on the smaller record). An execution not tracked is counted at its end.
+          const entry = event.owner === undefined ? undefined : tracked.get(event.owner);
+          if (entry !== undefined && entry.storeLimited !== true) {
+            entry.storeLimited = true;
+            errors.inc({
+              error_type: ErrorType.StoreLimit,
+              operation: operationOf(event.method, event.route),
+            });
+          }
+          return;
+        }
         const operation = operationOf(event.method, event.route);
         errors.inc({ error_type: ErrorType.StoreLimit, operation });
         if (event.status !== undefined)
