@@ -229,42 +229,60 @@ async function scenario(cluster: FailoverCluster, kind: Kind, mode: Mode, wait: 
   };
   const workers = Array.from({ length: CONCURRENCY }, worker);
 
-  await sleep(BEFORE_FAULT_MS);
-  if (mode === 'replica cut off, then kill -9') {
-    const heal = await cluster.cutReplica(victim.port, replica.port);
-    await sleep(CUT_MS);
-    faultAt = performance.now();
-    cluster.kill(victim.port);
-    heal();
-  } else {
-    faultAt = performance.now();
-    if (mode === 'kill -9') cluster.kill(victim.port);
-    else await cluster.failover(replica.port);
+  // The fault, then load until the cluster is whole again; the workers stop whatever happens.
+  const faulted = (async () => {
+    await sleep(BEFORE_FAULT_MS);
+    if (mode === 'replica cut off, then kill -9') {
+      const heal = await cluster.cutReplica(victim.port, replica.port);
+      try {
+        await sleep(CUT_MS);
+        faultAt = performance.now();
+        cluster.kill(victim.port);
+      } finally {
+        heal();
+      }
+    } else {
+      faultAt = performance.now();
+      if (mode === 'kill -9') cluster.kill(victim.port);
+      else await cluster.failover(replica.port);
+    }
+    await cluster.promoted(replica.port);
+    f.promotedAfterMs = Math.round(performance.now() - faultAt);
+    if (mode !== 'CLUSTER FAILOVER') await cluster.restart(); // as a supervisor would: it rejoins as the new replica
+    await until('the cluster to be whole again', cluster.healthy, 30_000);
+    f.healedAfterMs = Math.round(performance.now() - faultAt);
+    await sleep(AFTER_HEAL_MS);
+  })();
+  const [fault, ...loads] = await Promise.allSettled([
+    faulted.finally(() => {
+      loading = false;
+    }),
+    ...workers,
+  ]);
+  const failure = [fault, ...loads].find((r) => r.status === 'rejected');
+  if (failure !== undefined) {
+    await close();
+    throw failure.reason;
   }
-  await cluster.promoted(replica.port);
-  f.promotedAfterMs = Math.round(performance.now() - faultAt);
-  if (mode !== 'CLUSTER FAILOVER') await cluster.restart(); // as a supervisor would: it rejoins as the new replica
-  await until('the cluster to be whole again', cluster.healthy, 30_000);
-  f.healedAfterMs = Math.round(performance.now() - faultAt);
-  await sleep(AFTER_HEAL_MS);
-  loading = false;
-  await Promise.all(workers);
 
-  // Every key once more, now that the cluster is whole; then what the store holds.
-  const keys = [...logs.keys()];
-  for (let i = 0; i < keys.length; i += CONCURRENCY * 4) {
-    await Promise.all(keys.slice(i, i + CONCURRENCY * 4).map((key) => send(key)));
-  }
-  for (const key of keys) {
-    const log = logs.get(key) as KeyLog;
-    const acknowledgedAt = log.acknowledged.indexOf(true);
-    if (acknowledgedAt === -1) continue;
-    const record = await store.load({ scope: '', key });
-    const body = record?.response?.body ? new TextDecoder().decode(record.response.body) : undefined;
-    if (body !== log.runs[acknowledgedAt]) lost.add(key);
+  try {
+    // Every key once more, now that the cluster is whole; then what the store holds.
+    const keys = [...logs.keys()];
+    for (let i = 0; i < keys.length; i += CONCURRENCY * 4) {
+      await Promise.all(keys.slice(i, i + CONCURRENCY * 4).map((key) => send(key)));
+    }
+    for (const key of keys) {
+      const log = logs.get(key) as KeyLog;
+      const acknowledgedAt = log.acknowledged.indexOf(true);
+      if (acknowledgedAt === -1) continue;
+      const record = await store.load({ scope: '', key });
+      const body = record?.response?.body ? new TextDecoder().decode(record.response.body) : undefined;
+      if (body !== log.runs[acknowledgedAt]) lost.add(key);
+    }
+  } finally {
+    await close();
   }
   f.losses = lost.size;
-  await close();
   f.elapsedMs = Math.round(performance.now() - started);
   figures.push(f);
   console.log(`failover ${kind}, ${mode}, WAIT ${wait ? 'on' : 'off'}: ${JSON.stringify(f)}`);

@@ -141,8 +141,26 @@ export async function startFailoverCluster() {
     return true;
   }
 
-  await script();
-  await until('the failover cluster to be healthy', healthy, 30_000);
+  /** Every node killed (a stopped or hung one too: no shutdown to wait for), the directory removed. */
+  async function stop(): Promise<void> {
+    for (const port of ports) {
+      try {
+        process.kill(pidOf(port), 'SIGKILL');
+      } catch {
+        // never started, or already gone
+      }
+    }
+    await script('stop').catch(() => {}); // any node whose pid file is missing
+    rmSync(dir, { recursive: true, force: true });
+  }
+
+  try {
+    await script();
+    await until('the failover cluster to be healthy', healthy, 30_000);
+  } catch (error) {
+    await stop();
+    throw error;
+  }
 
   return {
     nodes: ports.slice(0, 3).map((port) => ({ host: '127.0.0.1', port })),
@@ -188,10 +206,7 @@ export async function startFailoverCluster() {
     async restart(): Promise<void> {
       await script();
     },
-    async stop(): Promise<void> {
-      await script('stop').catch(() => {});
-      rmSync(dir, { recursive: true, force: true });
-    },
+    stop,
   };
 }
 
