@@ -1,4 +1,6 @@
 import { sql } from 'drizzle-orm';
+import mysql from 'mysql2/promise';
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { DatabaseTimeout } from '../src/database/deadline.js';
 import { openDatabase } from '../src/db.js';
@@ -197,6 +199,42 @@ for (const backend of backends) {
       expectRetryableInTime(await first, 'the first');
       expectRetryableInTime(second, 'the one that waited for a connection');
       await healed();
+    });
+
+    test('the database itself stops a statement once the request’s time left has passed, though its own bound is 10 s', async () => {
+      const db = await openDatabase(database.url, { statementTimeoutMs: 10_000 });
+      const postgres = backend.name === 'PostgreSQL';
+      const sleeping = postgres
+        ? sql`SELECT pg_sleep(3) AS deadline_probe`
+        : sql`SELECT SLEEP(3) AS deadline_probe`;
+      const startedMs = performance.now();
+      const error = await db
+        .transaction(async (tx) => tx.rows(sleeping), performance.now() + 400)
+        .catch((thrown: unknown) => thrown);
+      expect(error).toBeInstanceOf(Error);
+      expect(performance.now() - startedMs).toBeLessThan(400 + MARGIN_MS);
+      await sleep(300);
+      // Still running on the server? (The client closed its connection, which a sleeping session does not see.)
+      const probe = "'%deadline\\_probe%'";
+      let running: number;
+      if (postgres) {
+        const admin = new pg.Client({ connectionString: database.url });
+        await admin.connect();
+        const { rows } = await admin.query(
+          `SELECT count(*) AS n FROM pg_stat_activity WHERE query LIKE ${probe} AND pid <> pg_backend_pid()`,
+        );
+        running = Number(rows[0].n);
+        await admin.end();
+      } else {
+        const admin = await mysql.createConnection({ uri: database.url });
+        const [rows] = await admin.query(
+          `SELECT count(*) AS n FROM information_schema.processlist WHERE info LIKE ${probe} AND id <> CONNECTION_ID()`,
+        );
+        running = Number((rows as { n: unknown }[])[0]?.n);
+        await admin.end();
+      }
+      expect(running, 'statements still running on the server').toBe(0);
+      await db.close();
     });
 
     test('a connection whose statement was given up on is closed, not reused: the next request on a pool of one succeeds at once', async () => {

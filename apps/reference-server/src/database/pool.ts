@@ -91,7 +91,7 @@ export function mysqlConnections(
     // The session's bound set to what this request has left, when it differs from what it is now (a round
     // trip only then: never while requests have more time left than the statement bound).
     const prepare = async (serverMs: number) => {
-      const wanted = step(Math.min(serverMs, statementTimeoutMs));
+      const wanted = serverMs >= statementTimeoutMs ? statementTimeoutMs : step(serverMs);
       if (!serverBounds || (sessionBound.get(core) ?? statementTimeoutMs) === wanted) return;
       await query(`SET SESSION max_statement_time = ${wanted / 1_000}`).then(
         () => void sessionBound.set(core, wanted),
