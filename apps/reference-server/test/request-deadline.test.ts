@@ -6,7 +6,7 @@ import { DatabaseTimeout } from '../src/database/deadline.js';
 import { openDatabase } from '../src/db.js';
 import { sleep } from './support/cluster.js';
 import { backends } from './support/databases.js';
-import { call, type Node, newKey, startNode } from './support/server.js';
+import { call, type Node, newKey, schema, startNode } from './support/server.js';
 import { startTcpProxy, type TcpProxy } from './support/tcp-proxy.js';
 
 /**
@@ -60,15 +60,19 @@ for (const backend of backends) {
     let database: Awaited<ReturnType<typeof backend.fresh>>;
     let proxy: TcpProxy;
     let node: Node;
+    let proxied: () => string;
     const slowest: Record<string, number> = {};
 
     beforeAll(async () => {
       database = await backend.fresh();
       const target = new URL(database.url);
       proxy = await startTcpProxy({ host: target.hostname, port: Number(target.port) });
-      const url = new URL(database.url);
-      url.host = `127.0.0.1:${proxy.port}`;
-      node = await startNode(url.href, SETTINGS);
+      proxied = () => {
+        const url = new URL(database.url);
+        url.host = `127.0.0.1:${proxy.port}`;
+        return url.href;
+      };
+      node = await startNode(proxied(), SETTINGS);
       expect(
         (await call(node.url, 'POST', '/v1/namespaces', { body: { namespace: ['present'] } })).status,
       ).toBe(200);
@@ -166,6 +170,54 @@ for (const backend of backends) {
       expect(result.answer.json().error.type).toBe('CommitStateUnknownException');
       expect(result.ms).toBeLessThan(DEADLINE_MS + MARGIN_MS);
       await healed();
+    });
+
+    test('a replay whose read of the table as it is now stalls: 503 + Retry-After within the deadline, then the replay', async () => {
+      const key = newKey();
+      const create = () =>
+        call(node.url, 'POST', '/v1/namespaces/present/tables', { key, body: { name: 'replayed', schema } });
+      const first = await create();
+      expect(first.status, first.text).toBe(200);
+      // A replayed load result shows the table as it is now, read by its UUID inside the retry's transaction.
+      const stall = proxy.stallOn(/AND uuid = /);
+      const startedMs = performance.now();
+      const replay = await create();
+      const result = { answer: replay, ms: performance.now() - startedMs };
+      note('replay, read stall', result.ms);
+      expect(stall.stalled).toBe(true);
+      expectRetryableInTime(result, 'the stalled replay');
+      await healed();
+      const again = await create();
+      expect(again.status, again.text).toBe(200);
+      expect(again.headers.get('idempotent-replayed')).toBe('true');
+      expect(again.json()['metadata-location']).toBe(first.json()['metadata-location']);
+    });
+
+    test('a duplicate that waits for the request holding its key answers within its own deadline, and the key is applied once', async () => {
+      const other = await startNode(proxied(), {
+        ...SETTINGS,
+        DATABASE_POOL_SIZE: '2',
+      });
+      try {
+        const key = newKey();
+        const body = { namespace: ['held-key'] };
+        // The first holds the key's row in its transaction, and stalls after reserving it.
+        proxy.stallOn(/catalog_namespaces/);
+        const first = timed(node, 'POST', '/v1/namespaces', { key, body });
+        await sleep(200);
+        const duplicate = await timed(other, 'POST', '/v1/namespaces', { key, body });
+        note('duplicate waiting for the key', duplicate.ms);
+        expect(duplicate.ms).toBeLessThan(DEADLINE_MS + MARGIN_MS);
+        if (duplicate.answer.status !== 200) expectRetryableInTime(duplicate, 'the duplicate');
+        expectRetryableInTime(await first, 'the stalled first');
+        await healed();
+        const retried = await call(node.url, 'POST', '/v1/namespaces', { key, body });
+        expect(retried.status, retried.text).toBe(200);
+        const listed = await call(node.url, 'GET', '/v1/namespaces');
+        expect(listed.json().namespaces.filter((n: string[]) => n[0] === 'held-key')).toHaveLength(1);
+      } finally {
+        await other.close();
+      }
     });
 
     test('no connection to be had (the database path partitioned): 503 + Retry-After within the deadline', async () => {
