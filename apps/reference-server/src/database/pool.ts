@@ -44,8 +44,8 @@ export function pgConnections(pool: pg.Pool, statementTimeoutMs: number): () => 
     return {
       executor: executorOn(on.db, on.store.inTransaction(on.db as never), 'postgres'),
       store: on.store,
-      // A statement outside a transaction keeps the session's bound: the client's own bound closes the
-      // connection once the time left has passed, and the database's session ends with it.
+      // A statement outside a transaction (a read) keeps the session's bound: the client still gives up on it,
+      // and closes its connection, once the time left has passed; the server ends it by statement_timeout.
       prepare: async () => {},
       begin: async (serverMs) => {
         await client.query(
