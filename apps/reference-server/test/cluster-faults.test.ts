@@ -33,9 +33,10 @@ const TABLES = 4;
 /**
  * Every answer a node gives comes within one request deadline (REQUEST_TIMEOUT_MS, from the request's arrival
  * on the node) plus this margin, counted by the client from sending to the last byte of the answer: the trip
- * over loopback, the node's event loop behind the other requests of the storm, and, on 2 cores shared by three
- * nodes, the database and the client, a node that gets no core for a few hundred ms (measured: up to ~500 ms
- * past the deadline). Before one deadline per request the waits added up, to more than three deadlines.
+ * over loopback, and the node's event loop behind the storm's other requests, on 2 cores shared by three nodes,
+ * the database and the client. Measured: the slowest answer of a whole run 2.04 s (PostgreSQL) and 2.01 s
+ * (MariaDB) for a 2 s deadline; the margin leaves room for a slower machine and stays below the 1 s a second
+ * wait would add (before one deadline per request, the single-connection stalls were answered after 3.1-4.0 s).
  */
 const REQUEST_DEADLINE_MS = Number(CLUSTER_SETTINGS.REQUEST_TIMEOUT_MS);
 const ANSWER_MARGIN_MS = 1_000;
