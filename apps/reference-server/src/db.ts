@@ -295,7 +295,7 @@ async function openSqlite(file: string): Promise<CatalogDatabase> {
         connection.exec('BEGIN IMMEDIATE');
         try {
           const result = await body(checkedAt(direct, deadline));
-          due(deadline, 'in time to commit');
+          due(deadline, 'to commit');
           connection.exec('COMMIT');
           return result;
         } catch (error) {

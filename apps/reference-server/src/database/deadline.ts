@@ -8,7 +8,11 @@ import type { Executor } from './executor.js';
 export class DatabaseTimeout extends Error {
   readonly code = 'ETIMEDOUT';
   constructor(what: string, timeoutMs: number) {
-    super(`the database did not answer ${what} within ${Math.max(0, Math.round(timeoutMs))} ms`);
+    super(
+      timeoutMs > 0
+        ? `the database did not answer ${what} within ${Math.round(timeoutMs)} ms`
+        : `no time was left before the request's deadline (${what})`,
+    );
   }
 }
 
@@ -187,8 +191,7 @@ class Held {
   }
 
   readonly bounded: Bounded = (what, call) => {
-    if (this.#broken)
-      return Promise.reject(new DatabaseTimeout(`${what} (its connection was given up on)`, 0));
+    if (this.#broken) return Promise.reject(new DatabaseTimeout(`${what}, on a connection given up on`, 0));
     return within(this.bounds.statementTimeoutMs, what, call, this.deadline, () => this.abandon());
   };
 
@@ -290,7 +293,7 @@ export async function transactionOn<T>(
     const commitMs = boundOf(bounds.statementTimeoutMs, deadline);
     if (held.broken || commitMs <= 0) {
       held.abandon();
-      throw new DatabaseTimeout('in time to commit', 0);
+      throw new DatabaseTimeout('to commit', 0);
     }
     try {
       await bounded('the commit', () => connection.commit());
