@@ -78,8 +78,8 @@ describe('the audit log (AUDIT_LOG_FILE): one line per key decision', () => {
       'replayed',
       'mismatch',
       'reserved',
-      'finalized', // written in its transaction, which then waits to commit
-      'in-flight',
+      'in-flight', // the duplicate, while the first one's transaction waits to commit
+      'finalized', // once it committed and its answer went out: the audit log says what is durable
       'store-unavailable',
     ]);
     const masked = principalMasker('test-key')('alice.smith');
@@ -100,7 +100,8 @@ describe('the audit log (AUDIT_LOG_FILE): one line per key decision', () => {
     expect(lines[1]).toMatchObject({ key, status: 200 });
     expect(lines[2]).toMatchObject({ key, status: 200 });
     expect(lines[3]).toMatchObject({ key, status: 400 });
-    expect(lines[6]).toMatchObject({ key: busy, status: 503, waited: true });
+    expect(lines[5]).toMatchObject({ key: busy, status: 503, waited: true });
+    expect(lines[6]).toMatchObject({ key: busy, status: 200 });
     // Reserved in the catalog's transaction: the outage fails that transaction, the server answers 503.
     expect(lines[7]).toMatchObject({ operation: 'reserve', failedOpen: false, level: 40 });
     const text = readFileSync(file, 'utf8');
