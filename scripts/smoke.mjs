@@ -1,9 +1,12 @@
 // Consumer smoke test: pack every publishable package, install the tarballs into a throwaway project with
-// plain npm, and use them from both ESM and CommonJS, as a user would after `npm install`.
+// plain npm, and use them from both ESM and CommonJS, as a user would after `npm install`. Then every code
+// block of the READMEs is typechecked there (strict, nodenext, under several TypeScript versions) and the
+// quick starts run: see readme-snippets.mjs.
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { checkReadmeSnippets, snippetDependencies } from './readme-snippets.mjs';
 
 const root = new URL('..', import.meta.url).pathname;
 const work = mkdtempSync(join(tmpdir(), 'idem-smoke-'));
@@ -19,8 +22,10 @@ try {
     tarballs.push(manifest.name);
   }
   const files = readdirSync(work).filter((f) => f.endsWith('.tgz'));
+  // npm's default project (no "type": CommonJS), with the tarballs, TypeScript and what the README blocks import.
   writeFileSync(join(work, 'package.json'), JSON.stringify({ name: 'smoke', private: true }));
-  run('npm', ['install', '--no-audit', '--no-fund', ...files.map((f) => `./${f}`)], work);
+  const install = [...files.map((f) => `./${f}`), ...snippetDependencies(root)];
+  run('npm', ['install', '--no-audit', '--no-fund', ...install], work);
 
   const esm = `
 import { createIdempotency, isIdemError } from '@idem/core';
@@ -121,6 +126,7 @@ createIdempotency({ store: createMemoryStore({ sweepIntervalMs: false }) });
   process.stdout.write(run('node', ['smoke.mjs'], work));
   process.stdout.write(run('node', ['smoke.cjs'], work));
   console.log(`smoke: ${tarballs.join(', ')} install and load from ESM and CJS`);
+  await checkReadmeSnippets({ root, work });
 } finally {
   rmSync(work, { recursive: true, force: true });
 }

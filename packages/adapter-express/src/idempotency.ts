@@ -88,6 +88,8 @@ function sendReplay(res: Response, replay: ReplayResponse): void {
  * routes.
  *
  * @example
+ * // req.user: set by your authentication middleware, and declared for TypeScript:
+ * // declare global { namespace Express { interface Request { user?: { id: string } } } }
  * app.use(express.json({ verify: captureRawBody }), idempotencyMiddleware({ store, scope: (req) => req.user?.id }));
  */
 export function idempotencyMiddleware(options: ExpressIdempotencyOptions): RequestHandler {

@@ -180,6 +180,8 @@ const idempotencyPlugin: FastifyPluginAsync<FastifyIdempotencyOptions> = async (
  * overrides options.
  *
  * @example
+ * // request.user: set by your authentication hook, and declared for TypeScript:
+ * // declare module 'fastify' { interface FastifyRequest { user?: { id: string } } }
  * await app.register(fastifyIdempotency, { store: createMemoryStore(), scope: (request) => request.user?.id });
  */
 export const fastifyIdempotency = fp(idempotencyPlugin, { fastify: '5.x', name: '@idem/adapter-fastify' });
