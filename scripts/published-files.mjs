@@ -18,7 +18,8 @@ for (const dir of readdirSync(join(root, 'packages'))) {
   const shipped = new Set(packed.files.map((file) => normalize(file.path)));
   const missing = (from, target, what) => {
     const path = normalize(join(dirname(from), target));
-    if (!shipped.has(path)) problems.push(`${manifest.name}: ${from} ${what} ${target}, which is not shipped`);
+    if (!shipped.has(path))
+      problems.push(`${manifest.name}: ${from} ${what} ${target}, which is not shipped`);
   };
 
   for (const file of shipped) {
@@ -43,4 +44,6 @@ if (problems.length > 0) {
   console.error(problems.join('\n'));
   process.exit(1);
 }
-console.log('published files: every source map, README link and export of every public package names a shipped file');
+console.log(
+  'published files: every source map, README link and export of every public package names a shipped file',
+);
