@@ -64,6 +64,9 @@ describe('an answer over 1 MiB', () => {
     const again = await call(node.url, 'POST', '/v1/namespaces/n/register', { key, body: request });
     expect(replayed(again)).toBe('true');
     expect(again.text).toBe(first.text);
+    // Rebuilt, with the headers the first answer went out with.
+    expect(again.headers.get('content-type')).toBe('application/json; charset=utf-8');
+    expect(again.headers.get('content-type')).toBe(first.headers.get('content-type'));
     expect(checkResponse('POST', '/v1/namespaces/n/register', again.status, again.text)).toEqual([]);
 
     // Changed since: the replay shows it now.
@@ -72,6 +75,7 @@ describe('an answer over 1 MiB', () => {
     });
     const changed = await call(node.url, 'POST', '/v1/namespaces/n/register', { key, body: request });
     expect(changed.json().metadata.properties).toEqual({ later: 'yes' });
+    expect(changed.headers.get('content-type')).toBe(first.headers.get('content-type'));
 
     // Gone from the catalog: the file it was answered with.
     await call(node.url, 'POST', '/v1/namespaces/n/tables/big/unregister');
@@ -112,6 +116,8 @@ describe('an answer over 1 MiB', () => {
     const again = await call(node.url, 'POST', '/v1/namespaces/n/tables/grown', { key, body });
     expect(replayed(again)).toBe('true');
     expect(again.text).toBe(first.text);
+    expect(again.headers.get('content-type')).toBe('application/json; charset=utf-8');
+    expect(again.headers.get('content-length')).toBe(first.headers.get('content-length'));
   });
 });
 

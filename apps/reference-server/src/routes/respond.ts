@@ -21,7 +21,12 @@ export interface Answer {
   readonly body?: unknown;
 }
 
-const JSON_TYPE = 'application/json';
+/**
+ * The content type of every JSON answer, charset included: what Fastify would send for a string body anyway
+ * (it appends `; charset=utf-8` to one without), so the first answer, the stored record and every replay (a
+ * Buffer, which Fastify leaves alone) carry the same header.
+ */
+export const JSON_TYPE = 'application/json; charset=utf-8';
 
 function render(answer: Answer): RenderedAnswer {
   // Longs as exact digits: the stored replay carries the very text the first answer had.
