@@ -1,11 +1,11 @@
-import { ErrorCode, UNSEEN_BODY } from '@idem/core';
+import { ErrorCode, type IdempotencyOptions, UNSEEN_BODY } from '@idem/core';
 import { describe, expect, test } from 'vitest';
 import { expectExecute, expectReject, post, setup } from './support/coordinator.js';
 
 // Attacks on issue 19 item 1 (a keyed body no parser read is a 415 before anything is reserved): they held.
 describe('review: a keyed unseen body is a 415 in every mode, with nothing reserved', () => {
-  test.each([
-    ['fail-open', { failOpen: true }],
+  test.each<[string, Partial<IdempotencyOptions>]>([
+    ['fail-open', { failMode: 'open' }],
     ['reserve in the transaction', { reserveIn: 'transaction' as const }],
     ['a fingerprint options object', { fingerprint: { excludeFields: ['meta.id'] } }],
     ['the store down', {}],
