@@ -14,7 +14,8 @@ import { routeSchema } from './http/route-schemas.js';
 import { validatorCompiler } from './http/validator.js';
 import { registerIdempotency } from './idempotency.js';
 import { installObservability, isOpenPath } from './observability/install.js';
-import { loggerOptions } from './observability/logger.js';
+import { loggerOptions, readableLogs } from './observability/logger.js';
+import { keepReasons, OneLineRequests } from './observability/request-log.js';
 import { startRecordPurge } from './purge.js';
 import { catalogRoutes, ENDPOINTS } from './routes/catalog-routes.js';
 import { viewRoutes } from './routes/view-routes.js';
@@ -36,7 +37,12 @@ declare module 'fastify' {
  * the route's schemas from the OpenAPI document, the warehouse check of any location it names, and only then
  * the idempotency plugin, which reserves its key: malformed input never takes a key or reaches the database.
  */
-export async function buildApp(config: ServerConfig, db: CatalogDatabase): Promise<FastifyInstance> {
+export async function buildApp(
+  config: ServerConfig,
+  db: CatalogDatabase,
+  /** Where the log goes: the process's stdout unless a test says otherwise. */
+  logTo: NodeJS.WritableStream & { isTTY?: boolean } = process.stdout,
+): Promise<FastifyInstance> {
   const warehouse = await openWarehouse({
     directory: config.warehouse,
     maxBytes: config.metadataFiles.maxBytes,
@@ -44,7 +50,9 @@ export async function buildApp(config: ServerConfig, db: CatalogDatabase): Promi
     column: db.valueLimit,
   });
   const app = Fastify({
-    logger: loggerOptions(config),
+    logger: loggerOptions(config, logTo),
+    // One line per request (observability/request-log.ts), not Fastify's two with their objects.
+    logController: new OneLineRequests(),
     // Iceberg namespaces may be long and multipart; paths carry them percent-encoded.
     routerOptions: { maxParamLength: MAX_PATH_PARAMETER_CHARS },
     bodyLimit: MAX_BODY_BYTES,
@@ -72,11 +80,12 @@ export async function buildApp(config: ServerConfig, db: CatalogDatabase): Promi
     request.deadline = performance.now() + config.requestTimeoutMs;
   });
   // Then the request's server span opens, before any other hook runs.
-  const observability = installObservability(app, config, db);
+  const observability = installObservability(app, config, db, readableLogs(config, logTo));
   installDrain(app);
   // Every object a route returns may hold longs past 2^53 as bigints, which JSON.stringify refuses.
   app.setReplySerializer((payload) => stringifyExactJson(payload));
   installErrorHandling(app);
+  keepReasons(app);
   installJsonBodyParser(app);
   requireWellEncodedQuery(app);
   app.setValidatorCompiler(validatorCompiler);

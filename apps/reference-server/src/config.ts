@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { MAX_PRINCIPAL_CHARS, textProblem } from './catalog/limits.js';
 import { type ObservabilityConfig, observabilitySettings } from './observability/settings.js';
+import { quoted, SettingError } from './setting-error.js';
 
 /** Every setting of the server, from environment variables (see the README for the table). */
 export interface ServerConfig {
@@ -65,7 +66,7 @@ const DURATION = /^P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?
 export function parseDuration(text: string): number {
   const match = DURATION.exec(text);
   if (match === null || text === 'P' || text.endsWith('T')) {
-    throw new Error(`not an ISO-8601 duration: ${JSON.stringify(text)} (expected e.g. PT30M)`);
+    throw new SettingError(`not an ISO-8601 duration: ${quoted(text)} (expected e.g. PT30M)`);
   }
   const [, days, hours, minutes, seconds] = match;
   return (
@@ -82,7 +83,8 @@ function parseTokens(text: string | undefined): Map<string, string> {
     .filter(Boolean)) {
     const at = pair.indexOf('=');
     if (at <= 0 || at === pair.length - 1)
-      throw new Error(`AUTH_TOKENS entries are token=principal, got ${JSON.stringify(pair)}`);
+      // The token is a secret: never quoted back.
+      throw new SettingError(`AUTH_TOKENS entries are token=principal, got an entry without both`);
     const principal = pair.slice(at + 1);
     // The principal is part of every idempotency scope, which the store caps (see catalog/limits.ts).
     const problem =
@@ -90,7 +92,7 @@ function parseTokens(text: string | undefined): Map<string, string> {
         ? `must be at most ${MAX_PRINCIPAL_CHARS} characters`
         : textProblem(principal);
     if (problem !== undefined)
-      throw new Error(`AUTH_TOKENS principal ${JSON.stringify(principal)} ${problem}`);
+      throw new SettingError(`AUTH_TOKENS principal ${quoted(principal)} ${problem}`);
     tokens.set(pair.slice(0, at), principal);
   }
   return tokens;
@@ -98,26 +100,131 @@ function parseTokens(text: string | undefined): Map<string, string> {
 
 function fileSettings(path: string | undefined): Record<string, string> {
   if (path === undefined || path === '') return {};
-  const parsed = JSON.parse(readFileSync(path, 'utf8')) as unknown;
-  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
-    throw new Error(`CONFIG_FILE ${path} must hold a JSON object of settings`);
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    const why =
+      code === 'ENOENT'
+        ? 'does not exist'
+        : code === 'EISDIR'
+          ? 'is a directory'
+          : code === 'EACCES' || code === 'EPERM'
+            ? 'cannot be read (permission denied)'
+            : `cannot be read (${code ?? 'error'})`;
+    throw new SettingError(`CONFIG_FILE ${quoted(path)} ${why}; it must name a JSON file of settings`);
   }
-  return Object.fromEntries(Object.entries(parsed).map(([name, value]) => [name, String(value)]));
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    // JSON.parse's message quotes the text: never printed, the file may be anything (a secret, /etc/shadow).
+    throw new SettingError(`CONFIG_FILE ${quoted(path)} is not JSON; it must hold a JSON object of settings`);
+  }
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
+    throw new SettingError(`CONFIG_FILE ${quoted(path)} must hold a JSON object of settings`);
+  }
+  return Object.fromEntries(
+    Object.entries(parsed).map(([name, value]) => [
+      name,
+      typeof value === 'object' && value !== null ? JSON.stringify(value) : String(value),
+    ]),
+  );
 }
 
-function flag(text: string | undefined, fallback: boolean): boolean {
+function flag(name: string, text: string | undefined, fallback: boolean): boolean {
   if (text === undefined || text === '') return fallback;
   if (/^(1|true|yes|on)$/i.test(text)) return true;
   if (/^(0|false|no|off)$/i.test(text)) return false;
-  throw new Error(`expected a boolean, got ${JSON.stringify(text)}`);
+  throw new SettingError(`${name} must be true or false (also 1/0, yes/no, on/off), got ${quoted(text)}`);
 }
 
-function count(name: string, text: string | undefined, fallback: number, min = 1): number {
+function count(
+  name: string,
+  text: string | undefined,
+  fallback: number,
+  min = 1,
+  max = Number.MAX_SAFE_INTEGER,
+) {
   if (text === undefined || text === '') return fallback;
-  const value = Number(text);
-  if (!Number.isSafeInteger(value) || value < min)
-    throw new Error(`${name} must be an integer of at least ${min}, got ${JSON.stringify(text)}`);
+  // Decimal digits only: Number() would take ' 12 ', '0x10', '1e3' and '12.0'.
+  const value = /^\d{1,16}$/.test(text) ? Number(text) : Number.NaN;
+  if (!Number.isSafeInteger(value) || value < min || value > max) {
+    const range = max === Number.MAX_SAFE_INTEGER ? `of at least ${min}` : `from ${min} to ${max}`;
+    throw new SettingError(`${name} must be a whole number ${range}, got ${quoted(text)}`);
+  }
   return value;
+}
+
+/** pino's levels, `silent` (nothing) included. */
+export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+
+function logLevel(text: string | undefined): string {
+  if (text === undefined || text === '') return 'info';
+  if (!(LOG_LEVELS as readonly string[]).includes(text))
+    throw new SettingError(`LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')}, got ${quoted(text)}`);
+  return text;
+}
+
+/**
+ * The database URL: `sqlite:<file>` (`file:<file>` too, `sqlite::memory:`), `postgres://…` / `postgresql://…`
+ * or `mysql://…`; anything else (another scheme, a bare path, a URL that does not parse) is refused, never
+ * opened as a SQLite file of that name. The message never quotes the URL: it may hold a password.
+ */
+function databaseUrl(text: string | undefined): string {
+  if (text === undefined || text === '') return 'sqlite:./data/catalog.db';
+  const accepts =
+    'sqlite:<file>, sqlite::memory:, postgres://user@host:port/database or mysql://user@host:port/database';
+  const scheme = /^([a-z][a-z0-9+.-]*):/i.exec(text)?.[1]?.toLowerCase();
+  if (scheme === 'sqlite' || scheme === 'file') {
+    if (/^(sqlite|file):$/i.test(text))
+      throw new SettingError(`DATABASE_URL names no file; it accepts ${accepts}`);
+    return text;
+  }
+  if (scheme === 'postgres' || scheme === 'postgresql' || scheme === 'mysql') {
+    let url: URL | undefined;
+    try {
+      url = new URL(text);
+    } catch {}
+    if (url === undefined || !text.slice(scheme.length + 1).startsWith('//') || url.hostname === '')
+      throw new SettingError(`DATABASE_URL is not a valid ${scheme}:// URL; it accepts ${accepts}`);
+    if (url.pathname === '' || url.pathname === '/')
+      throw new SettingError(
+        `DATABASE_URL names no database (${scheme}://host/<database>); it accepts ${accepts}`,
+      );
+    return text;
+  }
+  const given = scheme === undefined ? 'a URL without a scheme' : `a ${quoted(`${scheme}:`)} URL`;
+  throw new SettingError(`DATABASE_URL must be ${accepts}; got ${given}`);
+}
+
+function host(text: string | undefined): string {
+  if (text === undefined || text === '') return '127.0.0.1';
+  if (!/^[A-Za-z0-9.:_-]{1,253}$/.test(text) && !/^\[[0-9A-Fa-f:.]+\]$/.test(text))
+    throw new SettingError(
+      `HOST must be an address or host name to listen on (e.g. 127.0.0.1, 0.0.0.0, ::), got ${quoted(text)}`,
+    );
+  return text.replace(/^\[(.*)\]$/, '$1');
+}
+
+function directory(name: string, text: string | undefined, fallback: string): string {
+  if (text === undefined || text === '') return fallback;
+  if (text.includes('\u0000'))
+    throw new SettingError(`${name} must be a directory path, got one with a NUL character`);
+  return text;
+}
+
+function lifetimeMs(text: string): number {
+  try {
+    const ms = parseDuration(text);
+    if (ms < 1) throw new SettingError('zero');
+    return ms;
+  } catch {
+    throw new SettingError(
+      `IDEMPOTENCY_KEY_LIFETIME must be an ISO-8601 duration longer than zero (e.g. PT30M, PT24H, P1D), got ${quoted(text)}`,
+    );
+  }
 }
 
 /**
@@ -126,12 +233,12 @@ function count(name: string, text: string | undefined, fallback: number, min = 1
  */
 export function loadConfig(environment: NodeJS.ProcessEnv = process.env): ServerConfig {
   const env = { ...fileSettings(environment.CONFIG_FILE), ...environment };
-  const lifetime = env.IDEMPOTENCY_KEY_LIFETIME ?? 'PT30M';
+  const lifetime = env.IDEMPOTENCY_KEY_LIFETIME || 'PT30M';
   return {
-    host: env.HOST ?? '127.0.0.1',
-    port: count('PORT', env.PORT, 8181, 0),
-    databaseUrl: env.DATABASE_URL ?? 'sqlite:./data/catalog.db',
-    warehouse: env.WAREHOUSE ?? './data/warehouse',
+    host: host(env.HOST),
+    port: count('PORT', env.PORT, 8181, 0, 65_535),
+    databaseUrl: databaseUrl(env.DATABASE_URL),
+    warehouse: directory('WAREHOUSE', env.WAREHOUSE, './data/warehouse'),
     metadataFiles: {
       maxBytes: count('METADATA_MAX_BYTES', env.METADATA_MAX_BYTES, 16 * 1024 * 1024),
       readTimeoutMs: count('METADATA_READ_TIMEOUT_MS', env.METADATA_READ_TIMEOUT_MS, 10_000),
@@ -150,20 +257,20 @@ export function loadConfig(environment: NodeJS.ProcessEnv = process.env): Server
     },
     shutdownDrainMs: count('SHUTDOWN_DRAIN_MS', env.SHUTDOWN_DRAIN_MS, 10_000),
     idempotency: {
-      enabled: flag(env.IDEMPOTENCY_ENABLED, true),
+      enabled: flag('IDEMPOTENCY_ENABLED', env.IDEMPOTENCY_ENABLED, true),
       lifetime,
-      lifetimeMs: parseDuration(lifetime),
+      lifetimeMs: lifetimeMs(lifetime),
       leaseMs: count('IDEMPOTENCY_LEASE_MS', env.IDEMPOTENCY_LEASE_MS, 30_000),
       maxWaitMs: count('IDEMPOTENCY_MAX_WAIT_MS', env.IDEMPOTENCY_MAX_WAIT_MS, 5_000),
       graceMs: count('IDEMPOTENCY_GRACE_MS', env.IDEMPOTENCY_GRACE_MS, 60_000, 0),
       purge: {
-        enabled: flag(env.IDEMPOTENCY_PURGE_ENABLED, true),
+        enabled: flag('IDEMPOTENCY_PURGE_ENABLED', env.IDEMPOTENCY_PURGE_ENABLED, true),
         intervalMs: count('IDEMPOTENCY_PURGE_INTERVAL_MS', env.IDEMPOTENCY_PURGE_INTERVAL_MS, 60_000),
         batchSize: count('IDEMPOTENCY_PURGE_BATCH_SIZE', env.IDEMPOTENCY_PURGE_BATCH_SIZE, 1_000),
       },
     },
     tokens: parseTokens(env.AUTH_TOKENS),
-    logLevel: env.LOG_LEVEL ?? 'info',
+    logLevel: logLevel(env.LOG_LEVEL),
     observability: observabilitySettings(env, environment),
   };
 }

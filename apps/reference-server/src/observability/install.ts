@@ -29,6 +29,8 @@ export function installObservability(
   app: FastifyInstance,
   config: ServerConfig,
   db: Pick<CatalogDatabase, 'ping'>,
+  /** Whether the log is pino-pretty's lines for a person (observability/logger.ts). */
+  readable?: boolean,
 ): { readonly onEvent: readonly IdempotencyEventListener[] } {
   const { observability } = config;
   const onEvent: IdempotencyEventListener[] = [];
@@ -37,7 +39,7 @@ export function installObservability(
     onEvent.push(idempotencyTracing());
   }
   if (observability.metrics) onEvent.push(installMetrics(app).onEvent);
-  if (observability.audit.enabled) onEvent.push(openAuditLog(app, config));
+  if (observability.audit.enabled) onEvent.push(openAuditLog(app, config, readable));
   installHealth(app, config, db);
   return { onEvent };
 }

@@ -3,6 +3,29 @@ import type { FastifyServerOptions } from 'fastify';
 import pretty from 'pino-pretty';
 import type { ServerConfig } from '../config.js';
 
+/** Fields of the request line (request-log.ts) that its pretty message already says. */
+const REQUEST_LINE_FIELDS = [
+  'reqId',
+  'method',
+  'url',
+  'statusCode',
+  'responseTimeMs',
+  'idempotencyKey',
+  'replayed',
+  'errorType',
+  'errorMessage',
+];
+/** Fields of the start line and the database's attempts (main.ts) that their messages already say. */
+const START_LINE_FIELDS = [
+  'address',
+  'database',
+  'warehouse',
+  'databaseState',
+  'attempt',
+  'retryInMs',
+  'cause',
+];
+
 /** The trace and span of the active span (when tracing is on), on every log line: logs and traces meet. */
 export function traceFields(): Record<string, string> {
   const span = trace.getActiveSpan();
@@ -31,6 +54,14 @@ export function loggerOptions(
   if (!readableLogs(config, stdout)) return stdout === process.stdout ? base : { ...base, stream: stdout };
   return {
     ...base,
-    stream: pretty({ colorize: stdout.isTTY === true, destination: stdout, ignore: 'pid,hostname' }),
+    stream: pretty({
+      colorize: stdout.isTTY === true,
+      destination: stdout,
+      // One line per entry: the request line's facts are in its message (observability/request-log.ts), so
+      // its fields are not printed again; any other entry's fields follow on the same line.
+      singleLine: true,
+      translateTime: 'SYS:HH:MM:ss.l',
+      ignore: `pid,hostname,${REQUEST_LINE_FIELDS.join(',')},${START_LINE_FIELDS.join(',')}`,
+    }),
   };
 }

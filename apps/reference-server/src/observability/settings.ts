@@ -1,3 +1,5 @@
+import { quoted, SettingError } from '../setting-error.js';
+
 /** The observability settings of the server (see the README's table). */
 export interface ObservabilityConfig {
   /** Serve `GET /metrics` (Prometheus text). */
@@ -24,14 +26,14 @@ function flag(name: string, text: string | undefined, fallback: boolean): boolea
   if (text === undefined || text === '') return fallback;
   if (/^(1|true|yes|on)$/i.test(text)) return true;
   if (/^(0|false|no|off)$/i.test(text)) return false;
-  throw new Error(`${name} must be a boolean, got ${JSON.stringify(text)}`);
+  throw new SettingError(`${name} must be true or false (also 1/0, yes/no, on/off), got ${quoted(text)}`);
 }
 
 function milliseconds(name: string, text: string | undefined, fallback: number): number {
   if (text === undefined || text === '') return fallback;
-  const value = Number(text);
+  const value = /^\d{1,16}$/.test(text) ? Number(text) : Number.NaN;
   if (!Number.isSafeInteger(value) || value < 1)
-    throw new Error(`${name} must be an integer of at least 1, got ${JSON.stringify(text)}`);
+    throw new SettingError(`${name} must be a whole number of at least 1, got ${quoted(text)}`);
   return value;
 }
 
@@ -61,7 +63,7 @@ export function observabilitySettings(
 ): ObservabilityConfig {
   const logFormat = env.LOG_FORMAT || 'auto';
   if (!(LOG_FORMATS as readonly string[]).includes(logFormat))
-    throw new Error(`LOG_FORMAT must be one of ${LOG_FORMATS.join(', ')}, got ${JSON.stringify(logFormat)}`);
+    throw new SettingError(`LOG_FORMAT must be one of ${LOG_FORMATS.join(', ')}, got ${quoted(logFormat)}`);
   return {
     metrics: flag('METRICS_ENABLED', env.METRICS_ENABLED, true),
     logFormat: logFormat as ObservabilityConfig['logFormat'],

@@ -1,18 +1,20 @@
 import { randomBytes } from 'node:crypto';
 import mysql from 'mysql2/promise';
 import pg from 'pg';
+import { whyUnreachable } from '../../src/database/unreachable.js';
 
 export const PG_URL = process.env.PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 export const MYSQL_URL = process.env.MYSQL_URL ?? 'mysql://root@127.0.0.1:3306/test';
 
-async function available(name: string, probe: () => Promise<unknown>): Promise<boolean> {
+async function available(name: string, url: string, probe: () => Promise<unknown>): Promise<boolean> {
   try {
     await probe();
     return true;
   } catch (error) {
-    if (process.env.CI === 'true')
-      throw new Error(`${name} is not reachable under CI=true: ${(error as Error).message}`);
-    console.warn(`skipping the ${name} suites: ${(error as Error).message}`);
+    // What is wrong, in one line: a database that does not exist is not a server that is down.
+    const why = whyUnreachable(error, url);
+    if (process.env.CI === 'true') throw new Error(`${name} cannot be used under CI=true: ${why}`);
+    console.warn(`skipping the ${name} suites: ${why}`);
     return false;
   }
 }
@@ -59,14 +61,15 @@ export const backends = [
   {
     name: 'PostgreSQL',
     up: () =>
-      available('PostgreSQL', () =>
+      available('PostgreSQL', PG_URL, () =>
         new pg.Client({ connectionString: PG_URL }).connect().then((c) => c.end()),
       ),
     fresh: freshPostgres,
   },
   {
     name: 'MariaDB',
-    up: () => available('MariaDB', () => mysql.createConnection({ uri: MYSQL_URL }).then((c) => c.end())),
+    up: () =>
+      available('MariaDB', MYSQL_URL, () => mysql.createConnection({ uri: MYSQL_URL }).then((c) => c.end())),
     fresh: freshMysql,
   },
 ];

@@ -1,0 +1,81 @@
+import { type FastifyInstance, type FastifyReply, type FastifyRequest, LogController } from 'fastify';
+import { logText } from './log-text.js';
+
+/** Milliseconds as a log line shows them: at most two decimals (`20.65`, not `20.64887599999929`). */
+export const roundMs = (ms: number): number => Math.round(ms * 100) / 100;
+
+/** Why a request was refused: the `IcebergErrorResponse` it was answered with. */
+interface Reason {
+  readonly type: string;
+  readonly message: string;
+}
+
+const reasons = new WeakMap<FastifyRequest, Reason>();
+
+/** Keep the reason of every 4xx and 5xx answer, read from the error body that went out (any path: handlers, the
+ * error handler, the idempotency layer's refusals, replays of a stored refusal). */
+export function keepReasons(app: FastifyInstance): void {
+  app.addHook('onSend', async (request, reply, payload) => {
+    if (reply.statusCode < 400) return payload;
+    const text =
+      typeof payload === 'string' ? payload : Buffer.isBuffer(payload) ? payload.toString('utf8') : undefined;
+    if (text === undefined || text.length > 64 * 1024) return payload;
+    try {
+      const error = (JSON.parse(text) as { error?: { type?: unknown; message?: unknown } }).error;
+      if (typeof error?.type === 'string' && typeof error.message === 'string')
+        reasons.set(request, { type: logText(error.type), message: logText(error.message) });
+    } catch {}
+    return payload;
+  });
+}
+
+/** The one line of a request: what a person reads, and the same facts as fields for a machine. */
+export function requestLine(request: FastifyRequest, reply: FastifyReply) {
+  const ms = roundMs(reply.elapsedTime);
+  const method = logText(request.method);
+  const url = logText(request.url);
+  const status = reply.statusCode;
+  const reason = reasons.get(request);
+  const rawKey = request.headers['idempotency-key'];
+  const key = typeof rawKey === 'string' ? logText(rawKey) : undefined;
+  const replayed = reply.getHeader('idempotent-replayed') === 'true';
+  let message = `${method} ${url} ${status} ${ms} ms`;
+  if (key !== undefined) message += ` key ${key}${replayed ? ' replayed' : ''}`;
+  if (reason !== undefined) message += ` ${reason.type}: ${reason.message}`;
+  const fields = {
+    method,
+    url,
+    statusCode: status,
+    responseTimeMs: ms,
+    ...(key === undefined ? {} : { idempotencyKey: key, replayed }),
+    ...(reason === undefined ? {} : { errorType: reason.type, errorMessage: reason.message }),
+  };
+  return { fields, message };
+}
+
+/**
+ * Fastify's request logging, one line per request instead of two (`incoming request`, `request completed`,
+ * each with its request or response object): method, path, status, time in ms (two decimals), the key and
+ * whether it was replayed, and a refusal's reason (error type and message). 5xx lines are errors, 4xx warnings
+ * when the client may need to know (never: they are the client's), info otherwise.
+ */
+export class OneLineRequests extends LogController {
+  override incomingRequest(): void {}
+
+  override requestCompleted(
+    error: Error | null | undefined,
+    request: FastifyRequest,
+    reply: FastifyReply,
+  ): void {
+    const { fields, message } = requestLine(request, reply);
+    if (error) reply.log.error({ ...fields, err: error }, message);
+    else if (reply.statusCode >= 500) reply.log.error(fields, message);
+    else reply.log.info(fields, message);
+  }
+
+  // The error handler answers every error itself (http/errors.ts) and logs the 5xx it meets; a 4xx's reason
+  // is on its request line.
+  override defaultErrorLog(): void {}
+
+  override routeNotFound(): void {}
+}
