@@ -17,7 +17,9 @@ export interface ServerProcess {
 
 /** Start `src/main.ts` as the tests start nodes (tsx), with `env` alone (and PATH/HOME). */
 export function startServerProcess(env: Record<string, string>): ServerProcess {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+  // REFERENCE_SERVER_ENTRY: another entry (an older checkout's), to see a suite fail before a fix.
+  const entry = process.env.REFERENCE_SERVER_ENTRY ?? 'src/main.ts';
+  const child = spawn(process.execPath, ['--import', 'tsx', entry], {
     cwd: serverDir,
     env: {
       PATH: process.env.PATH ?? '',
