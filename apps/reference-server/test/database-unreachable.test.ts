@@ -185,7 +185,7 @@ describe('each cause in one line, without the SQL, a stack or a password', () =>
   test('a hostile database name in the URL cannot forge a line', () => {
     const error = Object.assign(new Error('x'), { code: '3D000' });
     const line = whyUnreachable(error, 'postgres://u:pw@127.0.0.1:5432/a%0Aforged%1B%5B31m');
-    expect(line).not.toMatch(/[\n\u001b]/);
+    expect(line.includes('\n') || line.includes('\u001b')).toBe(false);
     expect(line).not.toContain('pw');
   });
 });

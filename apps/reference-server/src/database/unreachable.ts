@@ -1,3 +1,4 @@
+import { logText } from '../observability/log-text.js';
 import { redactedText } from '../setting-error.js';
 
 /** Where a database URL points, for a message: its database, user, and host:port (defaults filled in). */
@@ -15,7 +16,7 @@ const clean = (text: string) => {
     decoded = decodeURIComponent(text);
   } catch {}
   // Names come from the operator's URL, yet a log line is no place for control characters.
-  return decoded.replace(/[\u0000-\u001f\u007f-\u009f\u2028\u2029]/g, '?');
+  return logText(decoded);
 };
 
 /** What `url` names, without its password. */
@@ -100,6 +101,5 @@ export function whyUnreachable(error: unknown, url: string): string {
     ?.replace(/^Failed query:.*/s, 'a statement failed');
   const code = innermost?.code === undefined ? '' : ` (${String(innermost.code)})`;
   const where = target.kind === 'SQLite' ? `SQLite file ${target.database}` : `${target.database} ${on}`;
-  const text = `${first}${code}`.replace(/[\u0000-\u001f\u007f-\u009f\u2028\u2029]/g, ' ');
-  return `${redactedText(text.length > 200 ? `${text.slice(0, 200)}…` : text)} (${where})`;
+  return `${redactedText(logText(`${first}${code}`.slice(0, 200)))} (${where})`;
 }
