@@ -180,7 +180,8 @@ function databaseUrl(text: string | undefined): string {
   if (scheme === 'sqlite' || scheme === 'file') {
     if (/^(sqlite|file):$/i.test(text))
       throw new SettingError(`DATABASE_URL names no file; it accepts ${accepts}`);
-    return text;
+    // Schemes are case-insensitive (RFC 3986); the database is opened by its lower-case scheme (db.ts).
+    return `${scheme}:${text.slice(scheme.length + 1)}`;
   }
   if (scheme === 'postgres' || scheme === 'postgresql' || scheme === 'mysql') {
     let url: URL | undefined;
@@ -193,7 +194,7 @@ function databaseUrl(text: string | undefined): string {
       throw new SettingError(
         `DATABASE_URL names no database (${scheme}://host/<database>); it accepts ${accepts}`,
       );
-    return text;
+    return `${scheme}:${text.slice(scheme.length + 1)}`;
   }
   const given = scheme === undefined ? 'a URL without a scheme' : `a ${quoted(`${scheme}:`)} URL`;
   throw new SettingError(`DATABASE_URL must be ${accepts}; got ${given}`);

@@ -14,6 +14,7 @@ const REQUEST_LINE_FIELDS = [
   'replayed',
   'errorType',
   'errorMessage',
+  'aborted',
 ];
 /** Fields of the start line and the database's attempts (main.ts) that their messages already say. */
 const START_LINE_FIELDS = [

@@ -11,10 +11,28 @@ interface Reason {
 }
 
 const reasons = new WeakMap<FastifyRequest, Reason>();
+/** When each request arrived, and the requests whose line is out (a request has one line, never two). */
+const arrivals = new WeakMap<FastifyRequest, number>();
+const told = new WeakSet<FastifyRequest>();
 
 /** Keep the reason of every 4xx and 5xx answer, read from the error body that went out (any path: handlers, the
  * error handler, the idempotency layer's refusals, replays of a stored refusal). */
 export function keepReasons(app: FastifyInstance): void {
+  app.addHook('onRequest', async (request) => {
+    arrivals.set(request, performance.now());
+  });
+  // A request whose client went away (or that Node timed out with its own 408) before an answer went out never
+  // completes: its line says so, instead of there being none.
+  app.addHook('onRequestAbort', async (request) => {
+    if (told.has(request)) return;
+    told.add(request);
+    const ms = roundMs(performance.now() - (arrivals.get(request) ?? performance.now()));
+    const [method, url] = [logText(request.method), logText(request.url)];
+    request.log.info(
+      { method, url, aborted: true, responseTimeMs: ms },
+      `${method} ${url} aborted after ${ms} ms (the client went away or its request timed out)`,
+    );
+  });
   app.addHook('onSend', async (request, reply, payload) => {
     if (reply.statusCode < 400) return payload;
     const text =
@@ -67,6 +85,8 @@ export class OneLineRequests extends LogController {
     request: FastifyRequest,
     reply: FastifyReply,
   ): void {
+    if (told.has(request)) return;
+    told.add(request);
     const { fields, message } = requestLine(request, reply);
     if (error) reply.log.error({ ...fields, err: error }, message);
     else if (reply.statusCode >= 500) reply.log.error(fields, message);
