@@ -14,8 +14,8 @@ async function get(path: string, headers: Record<string, string> = {}) {
 
 const ISO = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/;
 
-describe('health, readiness and liveness (seed 001 §13 shapes)', () => {
-  test('all up: /health, /ready and /live answer 200 with the seed’s JSON', async () => {
+describe('health, readiness and liveness (their JSON shapes)', () => {
+  test('all up: /health, /ready and /live answer 200 with their JSON', async () => {
     node = await startObservedNode();
     const health = await get('/health');
     expect(health.status).toBe(200);

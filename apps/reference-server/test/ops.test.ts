@@ -67,7 +67,7 @@ describe('ops/: alert rules and dashboard over the series the server exposes', (
     expect([...new Set(read)].filter((name) => !exposed.has(name))).toEqual([]);
   });
 
-  test('the thresholds are seed 001’s: errors > 100/min critical; p99 > 500 ms, p95 > 200 ms, misses > 50 %, active keys > 1 M warnings', () => {
+  test('the thresholds: errors > 100/min critical; p99 > 500 ms, p95 > 200 ms, misses > 50 %, active keys > 1 M warnings', () => {
     const byName = Object.fromEntries(rules.map((rule) => [rule.alert, rule]));
     expect(byName.IdempotencyErrorsHigh).toMatchObject({ labels: { severity: 'critical' } });
     expect(byName.IdempotencyErrorsHigh?.expr).toMatch(/idempotency_errors_total\[\w+\]\)\) \* 60 > 100$/);

@@ -15,7 +15,7 @@ import {
 
 /**
  * The HTTP behaviour every adapter must show, over a real listening server, for each store: every row of
- * design §4 and §5. The suite also fails on any unhandled rejection or uncaught exception while it runs.
+ * design.md's The coordinator and Finalization rules. The suite also fails on any unhandled rejection or uncaught exception while it runs.
  */
 export function httpBehaviourSuite(harness: SuiteHarness, makeServer: MakeServer): void {
   const { describe, test } = harness;

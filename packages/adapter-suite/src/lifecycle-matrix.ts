@@ -58,7 +58,7 @@ const thrower = () => {
 };
 
 /**
- * Every fault at every point of a request's life, each with the one outcome design §4 allows, and for every
+ * Every fault at every point of a request's life, each with the one outcome design.md's adapter contract allows, and for every
  * cell: no crash, nothing left in flight, the handler run exactly as often as the outcome says. A cell that
  * cannot happen says why.
  */

@@ -6,7 +6,7 @@ const boom = () => {
   throw new Error('hook failure');
 };
 
-describe('coordinator: host hooks that throw never reach the request (design §4)', () => {
+describe('coordinator: host hooks that throw never reach the request (design: The coordinator)', () => {
   test('a throwing finalization rule: finish does not throw, the default rule decides, an event says so', async () => {
     const { idem, backend, events } = setup({ finalizationRule: boom });
     const execution = expectExecute(await idem.begin(post()));

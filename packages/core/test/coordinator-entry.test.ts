@@ -2,7 +2,7 @@ import { ErrorCode, isIdemError } from '@idem/core';
 import { describe, expect, test } from 'vitest';
 import { expectExecute, expectReject, KEY, post, setup } from './support/coordinator.js';
 
-describe('coordinator: which requests it covers (design §4, rows 1–3)', () => {
+describe('coordinator: which requests it covers (design: The coordinator)', () => {
   test('disabled: every request passes through, the store is never called', async () => {
     const { idem, backend } = setup({ enabled: false, required: true });
     expect(await idem.begin(post())).toEqual({ action: 'proceed', reason: 'disabled' });

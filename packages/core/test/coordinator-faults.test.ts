@@ -3,7 +3,7 @@ import { v7 } from 'uuid';
 import { describe, expect, test } from 'vitest';
 import { created, expectExecute, expectReject, post, setup } from './support/coordinator.js';
 
-describe('coordinator: store faults and leases (design §4 row 4, heartbeat)', () => {
+describe('coordinator: store faults and leases (design: The coordinator, the heartbeat)', () => {
   test('a store that throws: fail closed with 503 IDEMPOTENCY_STORE_UNAVAILABLE and Retry-After', async () => {
     const { idem, backend, events } = setup({ retryAfterSeconds: 3 });
     backend.inject('reserve', 'throw');

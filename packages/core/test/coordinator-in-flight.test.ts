@@ -2,7 +2,7 @@ import { ErrorCode } from '@idem/core';
 import { describe, expect, test } from 'vitest';
 import { created, expectExecute, expectReject, expectReplay, post, setup } from './support/coordinator.js';
 
-describe('coordinator: a key held by a request in flight (design §4 rows 8–9)', () => {
+describe('coordinator: a key held by a request in flight (design: The coordinator, in-flight strategies)', () => {
   test('strategy reject (default): 409 IDEMPOTENCY_IN_PROGRESS with Retry-After', async () => {
     const { idem, events } = setup({ retryAfterSeconds: 2 });
     expectExecute(await idem.begin(post()));

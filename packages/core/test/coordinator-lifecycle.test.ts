@@ -2,7 +2,7 @@ import { BODY_OMITTED_HEADER, ErrorCode } from '@idem/core';
 import { describe, expect, test } from 'vitest';
 import { created, expectExecute, expectReject, expectReplay, post, setup } from './support/coordinator.js';
 
-describe('coordinator: execute, finalize, replay (design §4 rows 5–7, 10, 11; §5; §7)', () => {
+describe('coordinator: execute, finalize, replay (design: The coordinator; Finalization rules; Replay fidelity and secrets)', () => {
   test('reserved → execute; 201 finalized; the retry replays status, allow-listed headers and body', async () => {
     const { idem, backend, events } = setup();
     const execution = expectExecute(await idem.begin(post()));

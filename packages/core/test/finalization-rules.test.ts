@@ -1,7 +1,7 @@
 import { defaultFinalizationRule } from '@idem/core';
 import { describe, expect, test } from 'vitest';
 
-describe('default finalization rules (design §5)', () => {
+describe('default finalization rules (design: Finalization rules)', () => {
   test.each([200, 201, 202, 204, 206, 299])('%i (2xx) is finalized and replayed', (status) => {
     expect(defaultFinalizationRule(status)).toBe('finalize');
   });

@@ -10,7 +10,7 @@ import {
   trace,
 } from '@opentelemetry/api';
 
-/** The spans this package records, named as in seed 001 §13. */
+/** The spans this package records. */
 export const SpanName = {
   /** `begin`'s decision for a keyed request: from the call to execute, replay or refuse. */
   Validate: 'idempotency.validate',
@@ -22,13 +22,13 @@ export const SpanName = {
   Process: 'idempotency.process',
 } as const;
 
-/** Attribute names: the seed's where it names them, `idempotency.*` for the rest. */
+/** Attribute names: the common ones where there are, `idempotency.*` for the rest. */
 export const Attribute = {
   OperationName: 'operation.name',
   OperationStatus: 'operation.status',
   OperationDurationMs: 'operation.duration_ms',
   RequestMethod: 'request.method',
-  /** The route template (the seed's `request.path`, without the values a path carries). */
+  /** The route template (without the values a path carries). */
   RequestRoute: 'request.route',
   IsDuplicateRequest: 'is_duplicate_request',
   StatusCode: 'http.response.status_code',

@@ -45,7 +45,7 @@ export interface IdempotencyMetrics {
   remove(): void;
 }
 
-/** The default buckets (s): they hold the seed's latency targets (20, 50, 100 ms) and alert lines (200, 500 ms). */
+/** The default buckets (s): they hold the catalog's latency targets (20, 50, 100 ms) and the alert lines (200, 500 ms). */
 export const DEFAULT_BUCKETS_SECONDS: readonly number[] = [
   0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10,
 ];

@@ -325,7 +325,7 @@ describe('@idem/prometheus: registration', () => {
     createIdempotencyMetrics({ registry }).remove(); // registered afresh after remove()
   });
 
-  test('every series and label of seed 001 §13 is exposed, the duration in seconds', async () => {
+  test('every series and label the README lists is exposed, the duration in seconds', async () => {
     const registry = new Registry();
     createIdempotencyMetrics({ registry });
     const text = await registry.metrics();

@@ -32,7 +32,7 @@ export interface AuditLogOptions {
 const round = (ms: number): number => Math.round(ms * 10) / 10;
 
 /**
- * The audit log of idempotency key usage (seed 001: "audit logs of all idempotency key usage"): one structured
+ * The audit log of idempotency key usage (every use of a key, for operators): one structured
  * line per key decision, with the masked principal, the rest of the scope, the key, method, route template,
  * status and duration. Events carry no body, path or credential, so neither do the lines; every text from a
  * request is escaped (see `logText`).

@@ -28,7 +28,7 @@ export function databaseCheck(db: Pick<CatalogDatabase, 'ping'>, timeoutMs: numb
 }
 
 /**
- * The probes of seed 001 §13, with its JSON shapes: `/live` (the process answers), `/ready` (the database
+ * The probes, with their JSON shapes: `/live` (the process answers), `/ready` (the database
  * answers: 503 otherwise) and `/health` (each component). `/healthz` and `/readyz` keep their old answers.
  * The catalog has no cache, so no `cache` entry is reported.
  */

@@ -4,7 +4,7 @@ import { logText } from './log-text.js';
 const MAX_REMEMBERED = 1_000;
 
 /**
- * Masks principals for logs, as seed 001 §13 asks ("masked in logs … e.g. user-***"): the first characters
+ * Masks principals for logs (`user-***`): the first characters
  * stay (at most 3, and at most a third of the name, so a short name gives little away), the rest becomes
  * `***`, and a short keyed hash follows so that the lines of one principal can still be told apart from
  * another's. Without a key, a random one per process: hashes then match within a process only, and a list
