@@ -1,6 +1,7 @@
 import { Readable } from 'node:stream';
 import { callOutcome, createIdempotentFetch, isReplay } from '@idem/client';
 import { describe, expect, test } from 'vitest';
+import { form, streamOf } from './support/bodies.js';
 import { fast } from './support/fake-fetch.js';
 import { type Arrival, throughLossyProxy } from './support/idempotent-server.js';
 
@@ -8,20 +9,6 @@ import { type Arrival, throughLossyProxy } from './support/idempotent-server.js'
 type Body = NonNullable<RequestInit['body']>;
 
 const encoder = new TextEncoder();
-
-const form = (...entries: [string, string | Blob][]) => {
-  const data = new FormData();
-  for (const [name, value] of entries) data.append(name, value);
-  return data;
-};
-
-const streamOf = (...chunks: string[]) =>
-  new ReadableStream<Uint8Array>({
-    start(controller) {
-      for (const chunk of chunks) controller.enqueue(encoder.encode(chunk));
-      controller.close();
-    },
-  });
 
 async function* generated(...chunks: string[]) {
   for (const chunk of chunks) yield encoder.encode(chunk);

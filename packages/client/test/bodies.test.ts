@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { callOutcome, createIdempotentFetch } from '@idem/client';
 import { describe, expect, test } from 'vitest';
+import { form, streamOf } from './support/bodies.js';
 import { answer, fast, networkError, ORDERS, type Sent, scriptedFetch } from './support/fake-fetch.js';
 import { withHttpServer } from './support/http-server.js';
 
@@ -18,20 +19,6 @@ async function twice(
   const call = createIdempotentFetch({ fetch, ...fast, ...options })(input, init);
   return { call, sent };
 }
-
-const form = (...entries: [string, string | Blob][]) => {
-  const data = new FormData();
-  for (const [name, value] of entries) data.append(name, value);
-  return data;
-};
-
-const streamOf = (...chunks: string[]) =>
-  new ReadableStream<Uint8Array>({
-    start(controller) {
-      for (const chunk of chunks) controller.enqueue(new TextEncoder().encode(chunk));
-      controller.close();
-    },
-  });
 
 describe('bodies that can be sent again go as they are', () => {
   test.each<[string, () => NonNullable<RequestInit['body']>, string]>([

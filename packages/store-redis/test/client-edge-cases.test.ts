@@ -1,4 +1,4 @@
-import { createIdempotency, type IdempotentRequest } from '@idem/core';
+import { createIdempotency } from '@idem/core';
 import { conformanceGroups } from '@idem/store-conformance';
 import { createRedisStore } from '@idem/store-redis';
 import { Cluster, Redis } from 'ioredis';
@@ -9,6 +9,7 @@ import {
   type ClientVariant,
   ioredisClusterVariant,
   ioredisVariant,
+  request,
   startReplicatedCluster,
   variantStoreFactory,
 } from './support/client-options.js';
@@ -19,15 +20,6 @@ import { CLUSTER_NODES, clusterUp, REDIS_URL, redisUp, sweep, uniquePrefix } fro
 const standalone = await redisUp();
 const cluster = await clusterUp();
 const installed = await redisServerInstalled();
-
-const request = (key: string): IdempotentRequest => ({
-  method: 'POST',
-  route: '/orders',
-  path: '/orders',
-  body: { item: 'book' },
-  key,
-  scope: 'alice',
-});
 
 /** begin, and how long it took: a fault must come back at once, not at the coordinator's store timeout. */
 async function beginTimed(client: object) {

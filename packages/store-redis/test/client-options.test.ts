@@ -1,4 +1,4 @@
-import { createIdempotency, type IdempotentRequest } from '@idem/core';
+import { createIdempotency } from '@idem/core';
 import { storeConformance } from '@idem/store-conformance';
 import { createRedisStore, recordKey } from '@idem/store-redis';
 import { Cluster, Redis } from 'ioredis';
@@ -11,6 +11,7 @@ import {
   keysMatching,
   nodeRedisClusterVariant,
   nodeRedisVariant,
+  request,
   variantStoreFactory,
 } from './support/client-options.js';
 import { NOW_MS, reserveParams, response } from './support/params.js';
@@ -65,15 +66,6 @@ const variants: ClientVariant[] = [
       ]
     : []),
 ];
-
-const request = (key: string): IdempotentRequest => ({
-  method: 'POST',
-  route: '/orders',
-  path: '/orders',
-  body: { item: 'book' },
-  key,
-  scope: 'alice',
-});
 
 describe.each(variants.map((variant) => [variant.name, variant] as const))('%s', (_, variant) => {
   storeConformance({ describe, test }, variantStoreFactory(variant), {

@@ -2,7 +2,7 @@ import { createRedisStore, recordKey } from '@idem/store-redis';
 import { Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { NOW_MS, reserveParams, response } from './support/params.js';
-import { redisServerInstalled, sleep, startPrivateCluster } from './support/private-servers.js';
+import { moveSlot, redisServerInstalled, startPrivateCluster } from './support/private-servers.js';
 
 const installed = await redisServerInstalled();
 const PORTS = [7311, 7312, 7313];
@@ -46,8 +46,6 @@ describe.runIf(installed)('ioredis Cluster enableAutoPipelining: a slot moved du
             others.push(other);
           }
         }
-        const [source, target] = [new Redis({ port: from }), new Redis({ port: to })];
-        const idOf = async (node: Redis) => String(await node.cluster('MYID'));
 
         let moving = true;
         const errors: unknown[] = [];
@@ -70,23 +68,9 @@ describe.runIf(installed)('ioredis Cluster enableAutoPipelining: a slot moved du
             }
           }
         })();
-        await sleep(100);
-        await target.cluster('SETSLOT', slot, 'IMPORTING', await idOf(source));
-        await source.cluster('SETSLOT', slot, 'MIGRATING', await idOf(target));
-        await sleep(100);
-        await source.call('MIGRATE', '127.0.0.1', String(to), '', '0', '5000', 'KEYS', name);
-        await sleep(100);
-        const targetId = await idOf(target);
-        for (const port of PORTS) {
-          const each = new Redis({ port });
-          await each.cluster('SETSLOT', slot, 'NODE', targetId);
-          each.disconnect();
-        }
-        await sleep(300);
+        await moveSlot(slot, name, from, to, PORTS);
         moving = false;
         await traffic;
-        source.disconnect();
-        target.disconnect();
 
         expect(calls).toBeGreaterThan(0);
         expect(errors.map(String)).toEqual([]);

@@ -3,6 +3,7 @@ import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import type { IdempotentRequest } from '@idem/core';
 import type { StoreUnderTest } from '@idem/store-conformance';
 import { createRedisStore, type RedisStoreOptions } from '@idem/store-redis';
 import { Cluster, type ClusterOptions, Redis, type RedisOptions } from 'ioredis';
@@ -216,3 +217,13 @@ export async function startReplicatedCluster(ports = [7301, 7302, 7303, 7304, 73
     stop,
   };
 }
+
+/** A keyed POST /orders of alice's, as the coordinator round trips of these suites send it. */
+export const request = (key: string): IdempotentRequest => ({
+  method: 'POST',
+  route: '/orders',
+  path: '/orders',
+  body: { item: 'book' },
+  key,
+  scope: 'alice',
+});

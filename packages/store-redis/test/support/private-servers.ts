@@ -122,3 +122,37 @@ export async function startPrivateCluster(ports = [7101, 7102, 7103]) {
     },
   };
 }
+
+/**
+ * Move the slot holding `name` from the master on `from` to the one on `to` while calls run, as `redis-cli
+ * --cluster reshard` does: IMPORTING and MIGRATING, MIGRATE of the key, then NODE on every master, with pauses
+ * between the steps so that the calls in flight meet ASK first and MOVED after.
+ */
+export async function moveSlot(
+  slot: number,
+  name: string,
+  from: number,
+  to: number,
+  ports: readonly number[],
+): Promise<void> {
+  const [source, target] = [new Redis({ port: from }), new Redis({ port: to })];
+  const idOf = async (node: Redis) => String(await node.cluster('MYID'));
+  try {
+    await sleep(100);
+    await target.cluster('SETSLOT', slot, 'IMPORTING', await idOf(source));
+    await source.cluster('SETSLOT', slot, 'MIGRATING', await idOf(target));
+    await sleep(100);
+    await source.call('MIGRATE', '127.0.0.1', String(to), '', '0', '5000', 'KEYS', name);
+    await sleep(100);
+    const targetId = await idOf(target);
+    for (const port of ports) {
+      const each = new Redis({ port });
+      await each.cluster('SETSLOT', slot, 'NODE', targetId);
+      each.disconnect();
+    }
+    await sleep(300);
+  } finally {
+    source.disconnect();
+    target.disconnect();
+  }
+}
