@@ -1,4 +1,9 @@
-import { createIdempotency, type IdempotencyStore, type IdempotentRequest } from '@idem/core';
+import {
+  createIdempotency,
+  type IdempotencyStore,
+  type IdempotentRequest,
+  type TransactionalStore,
+} from '@idem/core';
 import { Attribute, createIdempotencyTracing, SpanName } from '@idem/opentelemetry';
 import { createMemoryStore } from '@idem/store-memory';
 import { context, SpanStatusCode, trace } from '@opentelemetry/api';
@@ -22,6 +27,13 @@ const post = (overrides: Partial<IdempotentRequest> = {}): IdempotentRequest => 
   ...overrides,
 });
 const created = { status: 201, headers: { 'content-type': 'application/json' }, body: '{"id":42}' };
+
+/** The host's transaction, in which the record is written (its finalize answers `true`); nothing else is called. */
+const committing: TransactionalStore = {
+  reserve: () => Promise.reject(new Error('not reserved in the transaction')),
+  finalize: () => true,
+  release: () => true,
+};
 
 function setup(options: { recordKey?: boolean; store?: IdempotencyStore } = {}) {
   const exporter = new InMemorySpanExporter();
@@ -157,7 +169,7 @@ describe('@idem/opentelemetry: a transactional finalize is traced as it durably 
     const { exporter, idem } = setup();
     const result = await idem.begin(post());
     if (result.action !== 'execute') throw new Error(result.action);
-    await result.execution.finalizeWith({ ...created, status: 200 }, () => true);
+    await result.execution.finalizeWith({ ...created, status: 200 }, committing);
     await result.execution.finish({ status: 503, headers: {}, body: null });
     const process = only(exporter.getFinishedSpans(), SpanName.Process);
     expect(process.attributes).toMatchObject({
@@ -170,7 +182,7 @@ describe('@idem/opentelemetry: a transactional finalize is traced as it durably 
     const { exporter, idem } = setup();
     const result = await idem.begin(post());
     if (result.action !== 'execute') throw new Error(result.action);
-    await result.execution.finalizeWith(created, () => true);
+    await result.execution.finalizeWith(created, committing);
     expect(named(exporter.getFinishedSpans(), SpanName.Process)).toHaveLength(0);
     await result.execution.finish(created);
     const process = only(exporter.getFinishedSpans(), SpanName.Process);

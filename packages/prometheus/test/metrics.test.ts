@@ -3,6 +3,7 @@ import {
   type IdempotencyStore,
   type IdempotentRequest,
   IdemStoreLimitError,
+  type TransactionalStore,
 } from '@idem/core';
 import { createIdempotencyMetrics } from '@idem/prometheus';
 import { createMemoryStore } from '@idem/store-memory';
@@ -25,6 +26,13 @@ const post = (overrides: Partial<IdempotentRequest> = {}): IdempotentRequest => 
   ...overrides,
 });
 const created = { status: 201, headers: { 'content-type': 'application/json' }, body: '{"id":42}' };
+
+/** The host's transaction, in which the record is written (its finalize answers `true`); nothing else is called. */
+const committing: TransactionalStore = {
+  reserve: () => Promise.reject(new Error('not reserved in the transaction')),
+  finalize: () => true,
+  release: () => true,
+};
 
 /** A store whose calls fail while `down` is set: an outage. */
 function outageable(store: IdempotencyStore) {
@@ -104,7 +112,7 @@ describe('@idem/prometheus on a real registry, read back from the scraped text',
     const { registry, idem } = setup();
     const result = await idem.begin(post());
     if (result.action !== 'execute') throw new Error(result.action);
-    await result.execution.finalizeWith(created, () => true);
+    await result.execution.finalizeWith(created, committing);
     await result.execution.finish({ status: 503, headers: {}, body: null }); // the commit failed after all
     const samples = await scrape(registry);
     expect(total(samples, 'idempotency_requests_total')).toBe(1);
@@ -215,7 +223,7 @@ describe('@idem/prometheus: each execution counted once, as it durably ended', (
     const idem = createIdempotency({ store, heartbeatIntervalMs: false, onEvent: metrics.onEvent });
     const result = await idem.begin(post());
     if (result.action !== 'execute') throw new Error(result.action);
-    await result.execution.finalizeWith({ ...created, status: 200 }, () => true); // then the COMMIT fails
+    await result.execution.finalizeWith({ ...created, status: 200 }, committing); // then the COMMIT fails
     await result.execution.finish({ status: 503, headers: {}, body: null });
     const samples = await scrape(registry);
     expect(total(samples, 'idempotency_requests_total', { status: '503' })).toBe(1);

@@ -36,26 +36,32 @@ export interface SqliteStoreOptions extends SqlStoreOptions {
 }
 
 /**
- * An {@link IdempotencyStore} over a SQL database, plus a finalize that runs inside the caller's transaction.
+ * The store's calls inside one transaction of the caller's, whose `finalize` answers as `Done`: a `boolean`
+ * for SQLite, so that it runs inside better-sqlite3's synchronous transactions.
+ */
+export interface SqlTransactionalStore<Done extends Promise<boolean> | boolean> extends TransactionalStore {
+  /**
+   * Owner-fenced like the store's `finalize`: when it answers `false` the reservation was lost and the caller
+   * MUST roll back, or the work could be committed twice.
+   */
+  finalize(params: FinalizeParams): Done;
+}
+
+/**
+ * An {@link IdempotencyStore} over a SQL database, plus its calls inside the caller's transaction.
  *
  * `Tx` is the dialect's Drizzle transaction; `Done` is `Promise<boolean>`, or `boolean` for SQLite, whose
  * better-sqlite3 transactions are synchronous.
  */
-export interface SqlStore<Tx, Done> extends IdempotencyStore {
-  /**
-   * Finalize inside the caller's own transaction, so that the caller's writes and the idempotency record
-   * commit together. Owner-fenced like `finalize`: when it returns `false` the reservation was lost and the
-   * caller MUST roll back, or the work could be committed twice. With a coordinator, hand it to
-   * `execution.finalizeWith(response, (params) => store.finalizeInTransaction(tx, params))`.
-   */
-  finalizeInTransaction(tx: Tx, params: FinalizeParams): Done;
+export interface SqlStore<Tx, Done extends Promise<boolean> | boolean> extends IdempotencyStore {
   /**
    * The store's calls inside the caller's transaction: a key reserved, finalized or released there commits or
-   * rolls back with the caller's writes. For a coordinator with `reserveIn: 'transaction'`:
-   * `execution.reserveWith(store.inTransaction(tx))`, then `execution.finalizeWith(response, …the same…)`.
-   * Concurrent duplicates wait on the row (PostgreSQL, MySQL) until this transaction ends.
+   * rolls back with the caller's writes. With a coordinator: `execution.finalizeWith(response,
+   * store.inTransaction(tx))` after the work; with `reserveIn: 'transaction'`, first
+   * `execution.reserveWith(store.inTransaction(tx))`. Concurrent duplicates wait on the row (PostgreSQL,
+   * MySQL) until this transaction ends.
    */
-  inTransaction(tx: Tx): TransactionalStore;
+  inTransaction(tx: Tx): SqlTransactionalStore<Done>;
 }
 
 type TxOf<Db> = Db extends { transaction(fn: (tx: infer T) => infer _R): unknown } ? T : never;
@@ -122,7 +128,7 @@ export function createSqlStore<Db extends SqliteDb>(
 export function createSqlStore(
   db: PostgresDb | MysqlDb | SqliteDb,
   options: PostgresStoreOptions | MysqlStoreOptions | SqliteStoreOptions,
-): SqlStore<unknown, unknown> {
+): SqlStore<unknown, Promise<boolean> | boolean> {
   const table = checkTableName(options.table ?? DEFAULT_TABLE);
   const maxBodyBytes = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
   const dialect = DIALECTS[options.dialect];
@@ -156,7 +162,7 @@ function build(
   db: unknown,
   table: string,
   maxBodyBytes: number,
-): SqlStore<unknown, unknown> {
+): SqlStore<unknown, Promise<boolean> | boolean> {
   /** Reserve on `on` (the database, or a caller's transaction) through `through`, its driver. */
   async function reserveOn(through: Driver, on: unknown, params: ReserveParams): Promise<ReserveResult> {
     checkReserve(params);
@@ -183,15 +189,6 @@ function build(
   const finalizing = (params: FinalizeParams): FinalizeValues =>
     finalizeValues(dialect, params, checkResponse(params, maxBodyBytes));
 
-  function finalizeInTransaction(tx: unknown, params: FinalizeParams): boolean | Promise<boolean> {
-    const txDriver = driverOf(tx);
-    // SQLite transactions are synchronous: the finalize must be too, to run inside one.
-    if (txDriver.runSync !== undefined) {
-      return txDriver.runSync(tx, table, finalizeShape, finalizing(params)).affected === 1;
-    }
-    return (async () => (await txDriver.run(tx, table, finalizeShape, finalizing(params))).affected === 1)();
-  }
-
   return {
     limits: { maxBodyBytes },
     reserve: (params) => transient(() => reserveOn(driver, db, params)),
@@ -204,7 +201,6 @@ function build(
       const values = finalizing(params);
       return transient(async () => (await driver.run(db, table, finalizeShape, values)).affected === 1);
     },
-    finalizeInTransaction,
     inTransaction(tx) {
       const txDriver = driverOf(tx);
       return {
@@ -217,7 +213,14 @@ function build(
             throw new IdemInProgressError('the key is held by a transaction still running', { cause: error });
           }
         },
-        finalize: (params) => finalizeInTransaction(tx, params),
+        finalize(params) {
+          // SQLite transactions are synchronous: the finalize must be too, to run inside one.
+          if (txDriver.runSync !== undefined) {
+            return txDriver.runSync(tx, table, finalizeShape, finalizing(params)).affected === 1;
+          }
+          return (async () =>
+            (await txDriver.run(tx, table, finalizeShape, finalizing(params))).affected === 1)();
+        },
         async release(ref) {
           checkRef(ref);
           return (await txDriver.run(tx, table, releaseShape, ref)).affected === 1;

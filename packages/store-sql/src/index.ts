@@ -5,6 +5,7 @@ export {
   type SqliteStoreOptions,
   type SqlStore,
   type SqlStoreOptions,
+  type SqlTransactionalStore,
 } from './create-sql-store.js';
 export type { DialectName } from './dialects/dialect.js';
 export type { MysqlDb } from './dialects/mysql.js';

@@ -34,13 +34,15 @@ describe('drivers are recognised explicitly', () => {
     expect(await sqlRows(db, sql`SELECT x FROM t ORDER BY x`)).toEqual([{ x: 1 }, { x: 2 }]);
     db.transaction((tx) => {
       expect(
-        createSqlStore(db, { dialect: 'sqlite' }).finalizeInTransaction(tx, {
-          scope: 's',
-          key: 'k',
-          owner: 'o',
-          nowMs: 1,
-          response: { status: 200, headers: {}, body: null },
-        }),
+        createSqlStore(db, { dialect: 'sqlite' })
+          .inTransaction(tx)
+          .finalize({
+            scope: 's',
+            key: 'k',
+            owner: 'o',
+            nowMs: 1,
+            response: { status: 200, headers: {}, body: null },
+          }),
       ).toBe(false);
     });
   });

@@ -38,7 +38,7 @@ describe.runIf(await pgUp())('PostgreSQL: finalize inside the caller transaction
       await store.reserve(won);
       await db.transaction(async (tx) => {
         await tx.execute(sql`INSERT INTO ${sql.identifier(orders)} VALUES ('first')`);
-        expect(await store.finalizeInTransaction(tx, { ...won, response, nowMs })).toBe(true);
+        expect(await store.inTransaction(tx).finalize({ ...won, response, nowMs })).toBe(true);
         // Not visible outside the transaction until it commits.
         expect((await store.load(won))?.response).toBeNull();
       });
@@ -50,7 +50,7 @@ describe.runIf(await pgUp())('PostgreSQL: finalize inside the caller transaction
       await expect(
         db.transaction(async (tx) => {
           await tx.execute(sql`INSERT INTO ${sql.identifier(orders)} VALUES ('second')`);
-          if (!(await store.finalizeInTransaction(tx, { ...lost, response, nowMs }))) throw new RolledBack();
+          if (!(await store.inTransaction(tx).finalize({ ...lost, response, nowMs }))) throw new RolledBack();
         }),
       ).rejects.toThrow(RolledBack);
       const { rows } = await pool.query(`SELECT id FROM ${orders} ORDER BY id`);
@@ -76,7 +76,7 @@ describe.runIf(await mysqlUp())('MariaDB: finalize inside the caller transaction
       await store.reserve(won);
       await db.transaction(async (tx) => {
         await tx.execute(sql`INSERT INTO ${sql.identifier(orders)} VALUES ('first')`);
-        expect(await store.finalizeInTransaction(tx, { ...won, response, nowMs })).toBe(true);
+        expect(await store.inTransaction(tx).finalize({ ...won, response, nowMs })).toBe(true);
       });
       expect((await store.load(won))?.response?.status).toBe(201);
       const lost = reserveParams(v7());
@@ -85,7 +85,7 @@ describe.runIf(await mysqlUp())('MariaDB: finalize inside the caller transaction
       await expect(
         db.transaction(async (tx) => {
           await tx.execute(sql`INSERT INTO ${sql.identifier(orders)} VALUES ('second')`);
-          if (!(await store.finalizeInTransaction(tx, { ...lost, response, nowMs }))) throw new RolledBack();
+          if (!(await store.inTransaction(tx).finalize({ ...lost, response, nowMs }))) throw new RolledBack();
         }),
       ).rejects.toThrow(RolledBack);
       const [rows] = await pool.query(`SELECT id FROM ${orders} ORDER BY id`);
@@ -108,13 +108,13 @@ describe('SQLite: finalize inside the caller (synchronous) transaction', () => {
     await store.reserve(won);
     db.transaction((tx) => {
       tx.run(sql`INSERT INTO orders VALUES ('first')`);
-      expect(store.finalizeInTransaction(tx, { ...won, response, nowMs })).toBe(true);
+      expect(store.inTransaction(tx).finalize({ ...won, response, nowMs })).toBe(true);
     });
     const lost = reserveParams(v7());
     expect(() =>
       db.transaction((tx) => {
         tx.run(sql`INSERT INTO orders VALUES ('second')`);
-        if (!store.finalizeInTransaction(tx, { ...lost, response, nowMs })) throw new RolledBack();
+        if (!store.inTransaction(tx).finalize({ ...lost, response, nowMs })) throw new RolledBack();
       }),
     ).toThrow(RolledBack);
     expect(connection.prepare('SELECT id FROM orders').all()).toEqual([{ id: 'first' }]);
