@@ -7,7 +7,8 @@ import {
   type ReserveResult,
   type TransactionalStore,
 } from '@idem/core';
-import type { Dialect, DialectName } from './dialects/dialect.js';
+import type { DialectName } from './dialect-name.js';
+import type { Dialect } from './dialects/dialect.js';
 import { type MysqlDb, mysql } from './dialects/mysql.js';
 import { type PostgresDb, postgres } from './dialects/postgres.js';
 import { type SqliteDb, sqlite } from './dialects/sqlite.js';

@@ -7,7 +7,7 @@ export {
   type SqlStoreOptions,
   type SqlTransactionalStore,
 } from './create-sql-store.js';
-export type { DialectName } from './dialects/dialect.js';
+export type { DialectName } from './dialect-name.js';
 export type { MysqlDb } from './dialects/mysql.js';
 export type { PostgresDb } from './dialects/postgres.js';
 export type { SqliteDb } from './dialects/sqlite.js';

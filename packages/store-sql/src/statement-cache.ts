@@ -2,7 +2,7 @@ import { is, Placeholder, type SQL, sql } from 'drizzle-orm';
 import { MySqlDialect } from 'drizzle-orm/mysql-core';
 import { PgDialect } from 'drizzle-orm/pg-core';
 import { SQLiteSyncDialect } from 'drizzle-orm/sqlite-core';
-import type { DialectName } from './dialects/dialect.js';
+import type { DialectName } from './dialect-name.js';
 
 /**
  * A statement whose text depends only on the table: its values are bound per call. A driver that can keep a

@@ -1,9 +1,7 @@
 import type { PurgeParams, ReserveParams } from '@idem/core';
+import type { DialectName } from '../dialect-name.js';
 import type { Driver } from '../drivers/driver.js';
 import type { RawRow } from '../row.js';
-
-/** The SQL dialects the store speaks; one name each, in options, folders and types. */
-export type DialectName = 'postgres' | 'mysql' | 'sqlite';
 
 /**
  * What a dialect's reserve did: `created` (inserted, or replaced an expired record: the record is exactly

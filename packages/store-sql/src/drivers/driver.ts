@@ -1,5 +1,5 @@
 import { entityKind, type SQL } from 'drizzle-orm';
-import type { DialectName } from '../dialects/dialect.js';
+import type { DialectName } from '../dialect-name.js';
 import type { RawRow } from '../row.js';
 import type { Shape } from '../statement-cache.js';
 
