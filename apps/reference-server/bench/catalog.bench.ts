@@ -2,31 +2,11 @@
 // namespace creates and table commits, on SQLite and PostgreSQL, and replays of one key (every request a
 // retry of the same create) against creates without a key. The server runs on core 0, autocannon on core 1.
 import { machine, perSecond, printTable, ratio } from '../../../scripts/bench.js';
+import { freshPostgres } from '../test/support/databases.js';
 import { drive, type Operation, prepare, startCatalog } from './catalog-load.js';
 
-const PG_URL = process.env.PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 const seconds = Number(process.env.BENCH_SECONDS ?? 5);
 const databases = (process.env.BENCH_DATABASES ?? 'sqlite,postgres').split(',');
-
-async function freshPostgres(): Promise<{ url: string; drop(): Promise<void> }> {
-  const pg = (await import('pg')).default;
-  const name = `bench_${process.pid}_${Date.now()}`;
-  const admin = new pg.Client({ connectionString: PG_URL });
-  await admin.connect();
-  await admin.query(`CREATE DATABASE ${name}`);
-  await admin.end();
-  const url = new URL(PG_URL);
-  url.pathname = `/${name}`;
-  return {
-    url: url.href,
-    async drop() {
-      const client = new pg.Client({ connectionString: PG_URL });
-      await client.connect();
-      await client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-      await client.end();
-    },
-  };
-}
 
 console.log(`machine: ${machine()}`);
 for (const database of databases) {

@@ -8,9 +8,9 @@ import { v7 } from 'uuid';
 import * as vega from 'vega';
 import * as vl from 'vega-lite';
 import { machine } from '../../../scripts/bench.js';
+import { freshPostgres } from '../test/support/databases.js';
 import { next, type Operation, prepare, type Server, startCatalog } from './catalog-load.js';
 
-const PG_URL = process.env.PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 const SECONDS = Number(process.env.LOADTEST_SECONDS ?? 6);
 const RATES = (process.env.LOADTEST_RATES ?? '50,100,200,300,400,500,600,800,1200').split(',').map(Number);
 const TARGETS = { p50: 20, p95: 50, p99: 100 } as const; // the catalog's latency targets, ms
@@ -106,26 +106,6 @@ async function driveMix(urls: readonly string[], keyed: boolean, rate: number, s
     p99: at(0.99),
     errors,
     dropped,
-  };
-}
-
-async function freshPostgres() {
-  const pg = (await import('pg')).default;
-  const name = `loadtest_${process.pid}_${Date.now()}`;
-  const admin = new pg.Client({ connectionString: PG_URL });
-  await admin.connect();
-  await admin.query(`CREATE DATABASE ${name}`);
-  await admin.end();
-  const url = new URL(PG_URL);
-  url.pathname = `/${name}`;
-  return {
-    url: url.href,
-    async drop() {
-      const client = new pg.Client({ connectionString: PG_URL });
-      await client.connect();
-      await client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-      await client.end();
-    },
   };
 }
 

@@ -19,42 +19,52 @@ async function available(name: string, url: string, probe: () => Promise<unknown
   }
 }
 
-/** A database of its own on the server, so that runs never meet; returns its URL and a cleanup. */
-export async function freshPostgres(): Promise<{ url: string; drop(): Promise<void> }> {
-  const name = `ref_${randomBytes(5).toString('hex')}`;
-  const admin = new pg.Client({ connectionString: PG_URL });
-  await admin.connect();
-  await admin.query(`CREATE DATABASE ${name}`);
-  await admin.end();
-  const url = new URL(PG_URL);
-  url.pathname = `/${name}`;
-  return {
-    url: url.href,
-    async drop() {
-      const client = new pg.Client({ connectionString: PG_URL });
-      await client.connect();
-      await client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-      await client.end();
-    },
-  };
+/** A database of the tests' (or a benchmark's) own: its URL, and `drop` to remove it. */
+export interface FreshDatabase {
+  readonly url: string;
+  drop(): Promise<void>;
 }
 
-async function freshMysql(): Promise<{ url: string; drop(): Promise<void> }> {
-  const name = `ref_${randomBytes(5).toString('hex')}`;
-  const admin = await mysql.createConnection({ uri: MYSQL_URL });
-  await admin.query(`CREATE DATABASE ${name}`);
-  await admin.end();
-  const url = new URL(MYSQL_URL);
-  url.pathname = `/${name}`;
-  return {
-    url: url.href,
-    async drop() {
-      const connection = await mysql.createConnection({ uri: MYSQL_URL });
-      await connection.query(`DROP DATABASE IF EXISTS ${name}`);
-      await connection.end();
-    },
-  };
+/** Run one statement on PostgreSQL over a connection of its own. */
+async function onPostgres(statement: string): Promise<void> {
+  const client = new pg.Client({ connectionString: PG_URL });
+  await client.connect();
+  try {
+    await client.query(statement);
+  } finally {
+    await client.end();
+  }
 }
+
+/** Run one statement on MariaDB/MySQL over a connection of its own. */
+async function onMysql(statement: string): Promise<void> {
+  const connection = await mysql.createConnection({ uri: MYSQL_URL });
+  try {
+    await connection.query(statement);
+  } finally {
+    await connection.end();
+  }
+}
+
+/** A database of its own on the server at `serverUrl`, so that runs never meet. */
+async function freshDatabase(
+  serverUrl: string,
+  run: (statement: string) => Promise<void>,
+  dropStatement: (name: string) => string,
+): Promise<FreshDatabase> {
+  const name = `ref_${randomBytes(5).toString('hex')}`;
+  await run(`CREATE DATABASE ${name}`);
+  const url = new URL(serverUrl);
+  url.pathname = `/${name}`;
+  return { url: url.href, drop: () => run(dropStatement(name)) };
+}
+
+/** A database of its own on PostgreSQL (the tests' and the benchmarks'); `drop` ends its sessions too. */
+export const freshPostgres = (): Promise<FreshDatabase> =>
+  freshDatabase(PG_URL, onPostgres, (name) => `DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+
+const freshMysql = (): Promise<FreshDatabase> =>
+  freshDatabase(MYSQL_URL, onMysql, (name) => `DROP DATABASE IF EXISTS ${name}`);
 
 /** The server databases the multi-node suites run on; each `up()` skips with a reason, or fails under CI=true. */
 export const backends = [
