@@ -2,7 +2,7 @@ import Fastify, { type FastifyInstance } from 'fastify';
 import { MAX_BODY_BYTES, MAX_PATH_PARAMETER_CHARS } from './catalog/limits.js';
 import { openWarehouse } from './catalog/warehouse.js';
 import type { ServerConfig } from './config.js';
-import type { CatalogDatabase } from './db.js';
+import type { CatalogDatabase } from './database/catalog-database.js';
 import { notAuthorized } from './errors.js';
 import { stringifyExactJson } from './exact-json.js';
 import { installDrain } from './http/drain.js';

@@ -5,7 +5,7 @@ import { MAX_STORED_JSON_DEPTH } from './catalog/limits.js';
 import { getEntityByUuid } from './catalog/repository.js';
 import type { Warehouse } from './catalog/warehouse.js';
 import type { ServerConfig } from './config.js';
-import type { CatalogDatabase } from './db.js';
+import type { CatalogDatabase } from './database/catalog-database.js';
 import { parseExactJson, stringifyExactJson } from './exact-json.js';
 import { errorTypeOf } from './http/errors.js';
 

@@ -4,8 +4,8 @@ import { buildApp } from './app.js';
 import { loadConfig, type ServerConfig } from './config.js';
 import { within } from './database/deadline.js';
 import { openWithRetry } from './database/late.js';
+import { databaseOptions } from './database/options.js';
 import { whyUnreachable } from './database/unreachable.js';
-import { databaseOptions } from './db.js';
 import { startTracing } from './observability/tracing.js';
 import { CONFIGURATION_EXIT_CODE, redactedUrl, SettingError } from './setting-error.js';
 

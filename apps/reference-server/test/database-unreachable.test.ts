@@ -5,8 +5,8 @@ import { join } from 'node:path';
 import mysql from 'mysql2/promise';
 import pg from 'pg';
 import { afterAll, describe, expect, test } from 'vitest';
+import { openDatabase } from '../src/database/open.js';
 import { whyUnreachable } from '../src/database/unreachable.js';
-import { openDatabase } from '../src/db.js';
 import { backends, MYSQL_URL, PG_URL } from './support/databases.js';
 import { type ServerProcess, startServerProcess } from './support/process.js';
 

@@ -3,7 +3,7 @@ import mysql from 'mysql2/promise';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { DatabaseTimeout } from '../src/database/deadline.js';
-import { openDatabase } from '../src/db.js';
+import { openDatabase } from '../src/database/open.js';
 import { sleep } from './support/cluster.js';
 import { backends } from './support/databases.js';
 import { call, type Node, newKey, schema, startNode } from './support/server.js';

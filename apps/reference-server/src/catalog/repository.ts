@@ -1,6 +1,6 @@
 import { sep } from 'node:path';
 import { sql } from 'drizzle-orm';
-import type { Executor, LockMode, Row } from '../db.js';
+import type { Executor, LockMode, Row } from '../database/executor.js';
 import { parseExactJson, stringifyExactJson } from '../exact-json.js';
 import { MAX_STORED_JSON_DEPTH } from './limits.js';
 

@@ -35,7 +35,7 @@ export function catalogDdl(dialect: Dialect): string[] {
 
 /**
  * Columns added since the tables were first made, as `[table, column, type]`: a database an older server
- * created gets them (see db.ts), NULL in its existing rows.
+ * created gets them (see migrate.ts), NULL in its existing rows.
  */
 export function addedColumns(dialect: Dialect): [table: string, column: string, type: string][] {
   const utf8 = dialect === 'mysql' ? ' CHARACTER SET utf8mb4 COLLATE utf8mb4_bin' : '';

@@ -1,7 +1,7 @@
 import type { IdempotencyStore, TransactionalStore } from '@idem/core';
-import type { CatalogDatabase, DatabaseOptions } from '../db.js';
-import { openDatabase } from '../db.js';
-import type { Dialect } from './catalog-schema.js';
+import type { CatalogDatabase } from './catalog-database.js';
+import { dialectOf, openDatabase } from './open.js';
+import type { DatabaseOptions } from './options.js';
 
 /** The catalog's database, there at once, and the one it stands for once that is open. */
 export interface LateDatabase {
@@ -17,9 +17,6 @@ export interface RetryOptions {
   /** Told of each failed attempt and the pause before the next one. */
   readonly onRetry?: (error: unknown, attempt: number, delayMs: number) => void;
 }
-
-const dialectOf = (url: string): Dialect =>
-  /^postgres(ql)?:\/\//.test(url) ? 'postgres' : url.startsWith('mysql://') ? 'mysql' : 'sqlite';
 
 /** What a call gets before the database is open: a refused connection, answered with a retryable 503. */
 const notYet = () =>

@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import type { ServerConfig } from '../config.js';
-import type { CatalogDatabase } from '../db.js';
+import type { CatalogDatabase } from '../database/catalog-database.js';
 
 /**
  * One database check at a time, answered within `timeoutMs`: a hung database makes a probe answer "down" in

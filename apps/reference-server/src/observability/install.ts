@@ -1,7 +1,7 @@
 import type { IdempotencyEventListener } from '@idem/core';
 import type { FastifyInstance } from 'fastify';
 import type { ServerConfig } from '../config.js';
-import type { CatalogDatabase } from '../db.js';
+import type { CatalogDatabase } from '../database/catalog-database.js';
 import { openAuditLog } from './audit-file.js';
 import { installHealth } from './health.js';
 import { installMetrics } from './server-metrics.js';

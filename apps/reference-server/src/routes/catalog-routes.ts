@@ -4,7 +4,7 @@ import * as repo from '../catalog/repository.js';
 import { SEPARATOR } from '../catalog/repository.js';
 import { newTableMetadata } from '../catalog/table-metadata.js';
 import type { Warehouse } from '../catalog/warehouse.js';
-import type { CatalogDatabase } from '../db.js';
+import type { CatalogDatabase } from '../database/catalog-database.js';
 import { alreadyExists, badRequest, IcebergError, noSuchNamespace, noSuchTable } from '../errors.js';
 import { registration, renameHandler } from './entity-ops.js';
 import {

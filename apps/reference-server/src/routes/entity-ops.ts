@@ -4,7 +4,7 @@ import { type EntityKind, SEPARATOR } from '../catalog/repository.js';
 import { registeredTableMetadata } from '../catalog/table-metadata.js';
 import { registeredViewMetadata } from '../catalog/view-metadata.js';
 import type { Warehouse } from '../catalog/warehouse.js';
-import type { CatalogDatabase } from '../db.js';
+import type { CatalogDatabase } from '../database/catalog-database.js';
 import { alreadyExists, badRequest, noSuchTable, noSuchView } from '../errors.js';
 import { documentProblem } from '../http/validator.js';
 import { body, identifier, type Params, requireNamespace } from './parse.js';

@@ -8,8 +8,9 @@ declare module 'fastify' {
 }
 
 import { sql } from 'drizzle-orm';
+import type { CatalogDatabase } from '../database/catalog-database.js';
 import { CommitOutcomeUnknown } from '../database/deadline.js';
-import type { CatalogDatabase, Executor } from '../db.js';
+import type { Executor } from '../database/executor.js';
 import { IcebergError, retryLater } from '../errors.js';
 import { stringifyExactJson } from '../exact-json.js';
 import { toIcebergError } from '../http/errors.js';

@@ -7,7 +7,7 @@ import {
   type ViewMetadata,
 } from '../catalog/view-metadata.js';
 import type { Warehouse } from '../catalog/warehouse.js';
-import type { CatalogDatabase } from '../db.js';
+import type { CatalogDatabase } from '../database/catalog-database.js';
 import { alreadyExists, badRequest, commitFailed, noSuchNamespace, noSuchView } from '../errors.js';
 import { registration, renameHandler } from './entity-ops.js';
 import { body, checkUpdateCount, loadResult, namespaceOf, requireNamespace } from './parse.js';

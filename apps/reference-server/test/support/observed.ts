@@ -4,7 +4,9 @@ import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../../src/app.js';
 import { loadConfig } from '../../src/config.js';
-import { type CatalogDatabase, databaseOptions, openDatabase } from '../../src/db.js';
+import type { CatalogDatabase } from '../../src/database/catalog-database.js';
+import { openDatabase } from '../../src/database/open.js';
+import { databaseOptions } from '../../src/database/options.js';
 import { freshPostgres } from './databases.js';
 
 /** One sample of the Prometheus text format. */

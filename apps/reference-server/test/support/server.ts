@@ -7,7 +7,9 @@ import type { FastifyInstance } from 'fastify';
 import { v7 } from 'uuid';
 import { buildApp } from '../../src/app.js';
 import { loadConfig } from '../../src/config.js';
-import { type CatalogDatabase, databaseOptions, openDatabase } from '../../src/db.js';
+import type { CatalogDatabase } from '../../src/database/catalog-database.js';
+import { openDatabase } from '../../src/database/open.js';
+import { databaseOptions } from '../../src/database/options.js';
 
 export interface Node {
   url: string;
