@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { type Decision, decide, reserveParams, storeLimitError } from './decision.js';
 import {
   IdemBodyUnseenError,
   type IdemError,
@@ -7,11 +8,17 @@ import {
   IdemKeyInvalidError,
   IdemKeyMissingError,
   IdemKeyReusedError,
-  IdemStoreLimitError,
-  IdemStoreUnavailableError,
 } from './errors.js';
 import { hasListeners, type IdempotencyEventListeners, safeListener } from './events.js';
-import { type Execution, type ExecutionRuntime, type RecordContext, ReservedExecution } from './execution.js';
+import {
+  type Attempt,
+  type ExecutionRuntime,
+  KeyedExecution,
+  type LeasedExecution,
+  type RecordContext,
+  type TransactionalExecution,
+  type TransactionalReservation,
+} from './execution.js';
 import { defaultFinalizationRule, type FinalizationRule } from './finalization-rules.js';
 import {
   computeFingerprint,
@@ -28,15 +35,8 @@ import {
   type ReplayResponse,
   toReplayResponse,
 } from './response.js';
-import { type CallRef, storeCall } from './store-call.js';
-import {
-  type Clock,
-  type IdempotencyRecord,
-  type IdempotencyStore,
-  type ReserveResult,
-  type StoredResponse,
-  systemClock,
-} from './types.js';
+import { Deadlines, storeCalls } from './store-call.js';
+import { type Clock, type IdempotencyStore, type StoredResponse, systemClock } from './types.js';
 
 /** What to do when a request's key is held by a request still in flight. */
 export type InFlightStrategy =
@@ -180,9 +180,18 @@ export type BeginResult<Host = unknown> =
       /** Why no record is kept: not covered, turned off, no key, or the store failed with fail-open. */
       readonly reason: 'method' | 'disabled' | 'no-key' | 'fail-open';
     }
-  | { readonly action: 'execute'; readonly execution: Execution<Host> }
+  /** The key is reserved under a lease: run the handler, then `finish` (or `abort`). */
+  | { readonly action: 'execute'; readonly execution: LeasedExecution<Host> }
+  /**
+   * With `reserveIn: 'transaction'`: the key is checked, nothing is reserved yet; run the handler, which
+   * reserves the key in its own transaction (`execution.reserveWith`), then `finish`.
+   */
+  | { readonly action: 'reserve-in-transaction'; readonly execution: TransactionalExecution<Host> }
   | { readonly action: 'replay'; readonly response: ReplayResponse }
   | { readonly action: 'reject'; readonly error: IdemError };
+
+/** Options a coordinator derived with {@link Idempotency.with} may change: all but the store. */
+export type IdempotencyOverrides<Host = unknown> = Partial<Omit<IdempotencyOptions<Host>, 'store'>>;
 
 /** The framework-neutral coordinator. */
 export interface Idempotency<Host = unknown> {
@@ -194,6 +203,11 @@ export interface Idempotency<Host = unknown> {
   covers(method: string): boolean;
   /** Decide what to do with a request: proceed, execute under a reservation, replay, or reject. */
   begin(request: IdempotentRequest<Host>): Promise<BeginResult<Host>>;
+  /**
+   * A coordinator with some options changed (one route's), over the same store and the same timers: the
+   * store calls' deadline queue and the heartbeat are shared with this one wherever their intervals agree.
+   */
+  with(overrides: IdempotencyOverrides<Host>): Idempotency<Host>;
 }
 
 const DEFAULT_STATUSES: AnswerStatuses = {
@@ -207,6 +221,23 @@ const DEFAULT_STATUSES: AnswerStatuses = {
 };
 
 /**
+ * The timers of a coordinator and of those derived from it ({@link Idempotency.with}): one deadline queue per
+ * store timeout, one heartbeat per interval.
+ */
+class Timers {
+  readonly #deadlines = new Map<number, Deadlines>();
+  readonly #heartbeats = new Map<number, HeartbeatScheduler>();
+
+  deadlines(timeoutMs: number): Deadlines {
+    return once(this.#deadlines, timeoutMs, () => new Deadlines(timeoutMs));
+  }
+
+  heartbeat(intervalMs: number): HeartbeatScheduler {
+    return once(this.#heartbeats, intervalMs, () => new HeartbeatScheduler(intervalMs));
+  }
+}
+
+/**
  * Create the coordinator that decides, for each request, whether to execute, replay or reject it.
  *
  * @example
@@ -214,6 +245,10 @@ const DEFAULT_STATUSES: AnswerStatuses = {
  * const result = await idem.begin({ method: 'POST', route: '/orders', body, key: req.headers['idempotency-key'] });
  */
 export function createIdempotency<Host = unknown>(options: IdempotencyOptions<Host>): Idempotency<Host> {
+  return coordinator(options, new Timers());
+}
+
+function coordinator<Host>(options: IdempotencyOptions<Host>, timers: Timers): Idempotency<Host> {
   const { store } = options;
   const enabled = options.enabled ?? true;
   const required = options.required ?? false;
@@ -230,13 +265,16 @@ export function createIdempotency<Host = unknown>(options: IdempotencyOptions<Ho
       ? () => ({ nowMs: clock.nowMs(), maxFutureSkewMs })
       : () => timeless;
   const lifetimeMs = positive('lifetimeMs', options.lifetimeMs ?? 86_400_000);
-  const graceMs = options.graceMs ?? 60_000;
+  const keepMs = lifetimeMs + (options.graceMs ?? 60_000);
   const leaseMs = positive('leaseMs', options.leaseMs ?? 30_000);
   const heartbeatMs =
     options.heartbeatIntervalMs === false ? undefined : (options.heartbeatIntervalMs ?? leaseMs / 3);
   const inFlight = options.inFlight ?? { strategy: 'reject' };
+  const waits = inFlight.strategy === 'wait';
   const reserveInTransaction = options.reserveIn === 'transaction';
   const statuses: AnswerStatuses = { ...DEFAULT_STATUSES, ...options.statuses };
+  /** The status of a key held in flight: when a request may not wait, or waited as long as it may. */
+  const inProgressStatus = waits ? (inFlight.timeoutStatus ?? statuses.inProgress) : statuses.inProgress;
   const retryAfterSeconds = options.retryAfterSeconds ?? 1;
   const failOpen = options.failMode === 'open';
   const maxBodyBytes = Math.min(
@@ -265,202 +303,187 @@ export function createIdempotency<Host = unknown>(options: IdempotencyOptions<Ho
         : { ...request, body: new Uint8Array(await blob.arrayBuffer()) },
     );
 
-  const callStore = storeCall({
-    timeoutMs: positive('storeTimeoutMs', options.storeTimeoutMs ?? 2_000),
+  const calls = storeCalls({
+    deadlines: timers.deadlines(positive('storeTimeoutMs', options.storeTimeoutMs ?? 2_000)),
     emit,
-    failOpen,
     unavailableStatus: statuses.storeUnavailable,
     limitStatus: statuses.storeLimit,
     retryAfterSeconds,
   });
 
+  /**
+   * Report a decision as its event: the one place that does. `waited`: an in-flight key that the request
+   * waited on (polling, or the database's lock wait) until it could wait no more.
+   */
+  function report(
+    decision: Decision,
+    attempt: Attempt<unknown>,
+    durationMs: number,
+    waited: boolean,
+    inTransaction: boolean,
+  ): void {
+    if (!listening) return;
+    const { scope, key, method, route } = attempt;
+    const elapsedMs = performance.now() - attempt.startedMs;
+    const base = { scope, key, method, route, durationMs, elapsedMs };
+    switch (decision.answer) {
+      case 'execute':
+        emit({ type: 'reserved', ...base, owner: attempt.owner, tookOver: decision.tookOver });
+        return;
+      case 'replay':
+        emit({ type: 'replayed', ...base, status: decision.response.status });
+        return;
+      case 'mismatch':
+        emit({ type: 'mismatch', ...base, status: statuses.keyReused });
+        return;
+      case 'in-progress':
+        emit({ type: 'conflict', ...base, waited, status: inProgressStatus });
+        return;
+      case 'store-limit':
+        // No owner: nothing was reserved.
+        calls.reportFailure('reserve', decision.error, base, durationMs, { status: statuses.storeLimit });
+        return;
+      case 'unavailable':
+        if (inTransaction) {
+          // The host's transaction fails with it: the answer is the host's.
+          calls.reportFailure('reserve', decision.error, attempt, durationMs);
+        } else {
+          const answer = failOpen ? { failedOpen: true } : { status: statuses.storeUnavailable };
+          calls.reportFailure('reserve', decision.error, base, durationMs, answer);
+        }
+        return;
+    }
+  }
+
+  /** The context hooks receive for a record of this attempt. */
+  const contextOf = ({ scope, key, request }: Attempt<Host>): RecordContext<Host> => ({
+    scope,
+    key,
+    method: request.method,
+    route: request.route,
+    path: request.path,
+    host: request.host,
+  });
+
+  /** The answer to a decision that runs nothing: a replay, or a refusal. */
+  async function refusalOrReplay(
+    decision: Exclude<Decision, { answer: 'execute' | 'unavailable' }>,
+    attempt: Attempt<Host>,
+  ): Promise<Exclude<TransactionalReservation, { action: 'execute' }>> {
+    switch (decision.answer) {
+      case 'replay': {
+        const stored = decision.response;
+        let rebuilt: StoredResponse | undefined;
+        try {
+          rebuilt = options.rebuildReplay
+            ? await options.rebuildReplay(stored, contextOf(attempt))
+            : undefined;
+        } catch (error) {
+          // The stored answer is still the right one; a newer view of it was only a courtesy.
+          const { scope, key, method, route } = attempt;
+          emit({ type: 'hook-error', hook: 'rebuildReplay', error, scope, key, method, route });
+        }
+        return { action: 'replay', response: toReplayResponse(rebuilt ?? stored) };
+      }
+      case 'mismatch':
+        return {
+          action: 'reject',
+          error: new IdemKeyReusedError('this Idempotency-Key was already used for a different request', {
+            status: statuses.keyReused,
+          }),
+        };
+      case 'in-progress':
+        return {
+          action: 'reject',
+          error: new IdemInProgressError(
+            'a request with this Idempotency-Key is still being processed; retry later',
+            { status: inProgressStatus, retryAfterSeconds },
+          ),
+        };
+      case 'store-limit':
+        // A value the store cannot hold is the request's problem, fail-open or not.
+        return { action: 'reject', error: storeLimitError(decision.error, statuses.storeLimit) };
+    }
+  }
+
   const runtime: ExecutionRuntime = {
     store,
     clock,
     leaseMs,
-    heartbeat: heartbeatMs === undefined ? undefined : new HeartbeatScheduler(heartbeatMs),
+    keepMs,
+    heartbeat: heartbeatMs === undefined ? undefined : timers.heartbeat(heartbeatMs),
     rule: options.finalizationRule ?? defaultFinalizationRule,
     allowHeaders,
     maxBodyBytes,
     maxExecutionMs:
       options.maxExecutionMs === undefined ? undefined : positive('maxExecutionMs', options.maxExecutionMs),
-    lifetimeMs: lifetimeMs + graceMs,
     redact: options.redact,
     emit,
-    callStore,
-    answerExisting: (execution, record, durationMs, startedMs) => {
-      const { scope, key, method, route, owner } = execution;
-      return answerExisting(
-        {
-          request: execution as unknown as IdempotentRequest<Host>,
-          ref: { scope, key, method, route, owner },
-          fingerprint: execution.fingerprint,
-          owner,
-          startedMs,
-        },
-        record,
+    callStore: calls.call,
+    report: (decision, attempt, durationMs) =>
+      report(
+        decision,
+        attempt,
         durationMs,
-      );
+        decision.answer === 'in-progress' && decision.found === 'lock-wait',
+        true,
+      ),
+    answerInTransaction: async (decision, attempt) => {
+      // A fault of the store fails the host's transaction with it.
+      if (decision.answer === 'unavailable') throw decision.error;
+      return refusalOrReplay(decision, attempt as Attempt<Host>);
     },
-    inProgress: () => {
-      const answer = inProgress(
-        inFlight.strategy === 'wait' ? (inFlight.timeoutStatus ?? statuses.inProgress) : statuses.inProgress,
-      );
-      return (answer as Extract<BeginResult<Host>, { action: 'reject' }>).error;
-    },
-    limitError: (error) =>
-      new IdemStoreLimitError(`the idempotency store cannot hold this request: ${error.message}`, {
-        cause: error,
-        status: statuses.storeLimit,
-      }),
   };
 
-  /** One request on its way through `begin`: what every step needs to know of it. */
-  interface Attempt {
-    readonly request: IdempotentRequest<Host>;
-    readonly ref: CallRef;
-    readonly fingerprint: string;
-    readonly owner: string;
-    readonly startedMs: number;
-  }
-
-  async function reserve(attempt: Attempt) {
-    const { ref, owner } = attempt;
-    const nowMs = clock.nowMs();
-    return callStore(
+  /** Reserve the key in the store, under the deadline, and decide from what that found. */
+  async function reserve(attempt: Attempt<Host>): Promise<{ decision: Decision; durationMs: number }> {
+    const params = reserveParams(attempt, clock.nowMs(), leaseMs, keepMs);
+    const found = await calls.timed(
       'reserve',
-      ref,
-      () =>
-        store.reserve({
-          scope: ref.scope,
-          key: ref.key,
-          fingerprint: attempt.fingerprint,
-          owner,
-          nowMs,
-          leaseUntilMs: nowMs + leaseMs,
-          expiresAtMs: nowMs + lifetimeMs + graceMs,
-        }),
+      () => store.reserve(params),
       (late) => {
+        // It answered after its deadline: a reservation nobody will use is freed at once.
         if (late.outcome === 'reserved') {
-          store.release({ scope: ref.scope, key: ref.key, owner }).catch(() => {});
+          store.release({ scope: params.scope, key: params.key, owner: params.owner }).catch(() => {});
         }
       },
     );
+    return { decision: decide(found, attempt.fingerprint), durationMs: found.durationMs };
   }
 
-  const inProgress = (status: number): BeginResult<Host> => ({
-    action: 'reject',
-    error: new IdemInProgressError(
-      'a request with this Idempotency-Key is still being processed; retry later',
-      {
-        status,
-        retryAfterSeconds,
-      },
-    ),
-  });
-
-  /** The context hooks receive for a record of this attempt. */
-  const contextOf = ({ request, ref }: Attempt): RecordContext<Host> => ({
-    scope: ref.scope,
-    key: ref.key,
-    method: request.method,
-    route: request.route,
-    path: request.path,
-    host: request.host as Host,
-  });
-
-  /**
-   * Turn what `reserve` found into an answer: execute, 422, replay, or `undefined` when the record is in flight
-   * with this fingerprint (the caller then rejects or waits).
-   */
+  /** What `begin` answers for a decision: it is reported, then acted on. */
   async function answer(
-    attempt: Attempt,
-    result: ReserveResult,
+    decision: Decision,
+    attempt: Attempt<Host>,
     durationMs: number,
-  ): Promise<BeginResult<Host> | undefined> {
-    const { ref } = attempt;
-    if (result.outcome === 'reserved') {
-      if (listening) {
-        emit({
-          type: 'reserved',
-          ...ref,
-          owner: attempt.owner,
-          tookOver: result.tookOver,
-          durationMs,
-          elapsedMs: performance.now() - attempt.startedMs,
-        });
-      }
-      return {
-        action: 'execute',
-        execution: executionOf(attempt, result.tookOver ? 'took-over' : 'reserved'),
-      };
+    waited: boolean,
+  ): Promise<BeginResult<Host>> {
+    report(decision, attempt, durationMs, waited, false);
+    switch (decision.answer) {
+      case 'execute':
+        return {
+          action: 'execute',
+          execution: new KeyedExecution(
+            runtime,
+            attempt,
+            'leased',
+            decision.tookOver,
+          ) as LeasedExecution<Host>,
+        };
+      case 'unavailable':
+        return failOpen
+          ? { action: 'proceed', reason: 'fail-open' }
+          : { action: 'reject', error: calls.errorOf('reserve', decision.error) };
+      default:
+        return refusalOrReplay(decision, attempt);
     }
-    return answerExisting(attempt, result.record, durationMs);
   }
 
-  function executionOf(
-    attempt: Attempt,
-    state: 'reserved' | 'took-over' | 'pending',
-  ): ReservedExecution<Host> {
-    const { request } = attempt;
-    return new ReservedExecution<Host>(
-      runtime,
-      attempt.ref,
-      { method: request.method, route: request.route, path: request.path, host: request.host as Host },
-      attempt.fingerprint,
-      attempt.owner,
-      state,
-    );
-  }
-
-  /** A record that is there already: 422 for another fingerprint, a replay when completed, else undefined. */
-  async function answerExisting(
-    attempt: Attempt,
-    record: IdempotencyRecord,
-    durationMs: number,
-  ): Promise<Exclude<BeginResult<Host>, { action: 'execute' | 'proceed' }> | undefined> {
-    const { ref } = attempt;
-    if (record.fingerprint !== attempt.fingerprint) {
-      if (listening) {
-        emit({
-          type: 'mismatch',
-          ...ref,
-          status: statuses.keyReused,
-          durationMs,
-          elapsedMs: performance.now() - attempt.startedMs,
-        });
-      }
-      return {
-        action: 'reject',
-        error: new IdemKeyReusedError('this Idempotency-Key was already used for a different request', {
-          status: statuses.keyReused,
-        }),
-      };
-    }
-    if (record.response === null) return undefined;
-    const stored = record.response;
-    let rebuilt: StoredResponse | undefined;
-    try {
-      rebuilt = options.rebuildReplay ? await options.rebuildReplay(stored, contextOf(attempt)) : undefined;
-    } catch (error) {
-      // The stored answer is still the right one; a newer view of it was only a courtesy.
-      emit({ type: 'hook-error', hook: 'rebuildReplay', error, ...ref });
-    }
-    if (listening) {
-      emit({
-        type: 'replayed',
-        ...ref,
-        status: stored.status,
-        durationMs,
-        elapsedMs: performance.now() - attempt.startedMs,
-      });
-    }
-    return { action: 'replay', response: toReplayResponse(rebuilt ?? stored) };
-  }
-
-  async function waitForOther(attempt: Attempt): Promise<BeginResult<Host>> {
-    const { ref, request, startedMs } = attempt;
-    const { signal } = request;
+  /** An in-flight key, with the `wait` strategy: poll until it is answered, freed, or the wait runs out. */
+  async function waitForOther(
+    attempt: Attempt<Host>,
+    signal: AbortSignal | undefined,
+  ): Promise<BeginResult<Host>> {
     const wait = inFlight as Extract<InFlightStrategy, { strategy: 'wait' }>;
     const maxWaitMs = wait.maxWaitMs ?? 10_000;
     const maxPollMs = wait.maxPollMs ?? 500;
@@ -475,34 +498,13 @@ export function createIdempotency<Host = unknown>(options: IdempotencyOptions<Ho
       delayMs = Math.min(delayMs * 2, maxPollMs);
       // Polling with reserve (not load) closes every gap at once: a finished request is replayed, a released
       // one is reserved afresh, a lapsed lease is taken over, all atomically.
-      const { value: result } = await reserve(attempt);
-      const settled = await answer(attempt, result, performance.now() - startedMs);
-      if (settled !== undefined) return settled;
+      const { decision } = await reserve(attempt);
+      if (decision.answer !== 'in-progress') {
+        return answer(decision, attempt, performance.now() - attempt.startedMs, false);
+      }
     }
-    const status = wait.timeoutStatus ?? statuses.inProgress;
-    if (listening) {
-      const elapsedMs = performance.now() - startedMs;
-      emit({ type: 'conflict', ...ref, waited: true, status, durationMs: elapsedMs, elapsedMs });
-    }
-    return inProgress(status);
-  }
-
-  async function reserveOrAnswer(attempt: Attempt): Promise<BeginResult<Host>> {
-    const { value: result, durationMs } = await reserve(attempt);
-    const settled = await answer(attempt, result, durationMs);
-    if (settled !== undefined) return settled;
-    if (inFlight.strategy === 'wait') return waitForOther(attempt);
-    if (listening) {
-      emit({
-        type: 'conflict',
-        ...attempt.ref,
-        waited: false,
-        status: statuses.inProgress,
-        durationMs,
-        elapsedMs: performance.now() - attempt.startedMs,
-      });
-    }
-    return inProgress(statuses.inProgress);
+    const elapsedMs = performance.now() - attempt.startedMs;
+    return answer(IN_FLIGHT, attempt, elapsedMs, true);
   }
 
   async function begin(request: IdempotentRequest<Host>): Promise<BeginResult<Host>> {
@@ -529,25 +531,26 @@ export function createIdempotency<Host = unknown>(options: IdempotencyOptions<Ho
     if (request.body === UNSEEN_BODY && typeof options.fingerprint !== 'function') {
       return { action: 'reject', error: unseenBody(request.contentType) };
     }
-    const attempt: Attempt = {
-      request,
-      ref: { scope: request.scope ?? '', key: parsed.key, method: request.method, route: request.route },
+    const attempt: Attempt<Host> = {
+      scope: request.scope ?? '',
+      key: parsed.key,
+      method: request.method,
+      route: request.route,
       fingerprint: isBlob(request.body)
         ? await blobFingerprint(request, request.body)
         : fingerprintOf(request),
       owner: randomUUID(),
       startedMs: listening ? performance.now() : 0,
+      request: request as Attempt<Host>['request'],
     };
-    // Reserved later, by the handler, inside its own transaction.
-    if (reserveInTransaction) return { action: 'execute', execution: executionOf(attempt, 'pending') };
-    try {
-      return await reserveOrAnswer(attempt);
-    } catch (error) {
-      // A value the store cannot hold is the request's problem, fail-open or not.
-      if (error instanceof IdemStoreLimitError) return { action: 'reject', error };
-      if (!(error instanceof IdemStoreUnavailableError)) throw error;
-      return failOpen ? { action: 'proceed', reason: 'fail-open' } : { action: 'reject', error };
+    if (reserveInTransaction) {
+      // Reserved later, by the handler, inside its own transaction.
+      const execution = new KeyedExecution(runtime, attempt, 'transactional', false);
+      return { action: 'reserve-in-transaction', execution: execution as TransactionalExecution<Host> };
     }
+    const { decision, durationMs } = await reserve(attempt);
+    if (decision.answer === 'in-progress' && waits) return waitForOther(attempt, request.signal);
+    return answer(decision, attempt, durationMs, false);
   }
 
   /** The answer to a keyed body nobody read: the client's media type, or a parser the app lacks. */
@@ -562,11 +565,23 @@ export function createIdempotency<Host = unknown>(options: IdempotencyOptions<Ho
 
   return {
     headerName,
-    waits: inFlight.strategy === 'wait',
+    waits,
     covers: (method) => enabled && methods.has(method.toUpperCase()),
     begin,
+    with: (overrides) => coordinator({ ...options, ...overrides }, timers),
   };
 }
+
+/** The value of `key` in `map`, made by `make` the first time. */
+function once<K, V>(map: Map<K, V>, key: K, make: () => V): V {
+  const found = map.get(key);
+  if (found !== undefined) return found;
+  const made = make();
+  map.set(key, made);
+  return made;
+}
+
+const IN_FLIGHT: Decision = { answer: 'in-progress', found: 'record' };
 
 /** A client's header value, quoted and cut short, for a message. */
 const clip = (value: string): string => JSON.stringify(value.length > 80 ? `${value.slice(0, 80)}…` : value);

@@ -1,4 +1,5 @@
-import { ErrorCode, type IdemError, isIdemError, isStoreLimitError } from './errors.js';
+import { type Decision, decide, isCompleted, type ReserveFound, reserveParams } from './decision.js';
+import { type IdemError, isStoreLimitError } from './errors.js';
 import { hasListeners, type IdempotencyEventListener } from './events.js';
 import {
   defaultFinalizationRule,
@@ -7,21 +8,23 @@ import {
 } from './finalization-rules.js';
 import type { HeartbeatScheduler, Renewable } from './heartbeat.js';
 import {
+  type ExecutionState,
+  LEASED,
+  type LeasedState,
+  step,
+  TRANSACTIONAL,
+  type TransactionalState,
+  type TransitionTable,
+} from './lifecycle.js';
+import {
   type CapturedResponse,
   type OmittedParts,
   type ReplayResponse,
   smallerResponses,
   toStoredResponse,
 } from './response.js';
-import type { StoreCall } from './store-call.js';
-import type {
-  Clock,
-  FinalizeParams,
-  IdempotencyRecord,
-  IdempotencyStore,
-  StoredResponse,
-  TransactionalStore,
-} from './types.js';
+import type { CallRef, StoreCall } from './store-call.js';
+import type { Clock, IdempotencyStore, StoredResponse, TransactionalStore } from './types.js';
 
 /**
  * The request a record belongs to, as the host's hooks (`redact`, `rebuildReplay`) receive it: its record
@@ -43,7 +46,8 @@ export interface RecordContext<Host = unknown> {
 /**
  * How an execution ended: `finalized` (stored for replay), `released` (the key is free again), `lease-lost`
  * (another request owns the key now; nothing was changed), `store-error` (the store failed; the key stays in
- * flight until its lease lapses), `already-settled` (finished, aborted or marked finalized before).
+ * flight until its lease lapses), `already-settled` (finished or aborted before), `not-reserved` (a
+ * transactional execution whose host answered before it reserved the key).
  */
 export type FinishOutcome =
   | 'finalized'
@@ -54,7 +58,7 @@ export type FinishOutcome =
   | 'not-reserved';
 
 /**
- * What {@link Execution.reserveWith} found inside the host's transaction: `execute` (the key is reserved in
+ * What {@link TransactionalExecution.reserveWith} found inside the host's transaction: `execute` (the key is reserved in
  * it: do the work, then `finalizeWith` in the same transaction), or the answer to send instead of running the
  * handler: the stored response (`replay`), or an error (`reject`: the key was used for another request, or
  * is held by a request of another node still in flight).
@@ -65,18 +69,15 @@ export type TransactionalReservation =
   | { readonly action: 'reject'; readonly error: IdemError };
 
 /**
- * What {@link Execution.finalizeWith} did inside the host's transaction: `finalized` (the record is written
+ * What `finalizeWith` did inside the host's transaction: `finalized` (the record is written
  * in it; commit), `lease-lost` (another request owns the key now; roll back, or the work is done twice), or
  * `not-stored` (the finalization rule releases this status: nothing was written; the key is released when
  * the response goes out).
  */
 export type TransactionalOutcome = 'finalized' | 'lease-lost' | 'not-stored';
 
-/**
- * A reserved request: run the handler, then `finish` (or `abort` if it threw or the client left).
- * Call its methods on the object (`execution.finish(…)`), do not detach them.
- */
-export interface Execution<Host = unknown> extends RecordContext<Host> {
+/** What both lifecycles' executions have: the request, and the calls that end it. */
+interface ExecutionBase<Host> extends RecordContext<Host> {
   readonly fingerprint: string;
   /** The reservation's owner token. */
   readonly owner: string;
@@ -87,73 +88,102 @@ export interface Execution<Host = unknown> extends RecordContext<Host> {
   /** The largest body stored for replay, in bytes: the coordinator's cap within the store's limits. */
   readonly maxBodyBytes: number;
   /**
-   * With `reserveIn: 'transaction'`: reserve the key inside the host's transaction, before its work. On
-   * `execute` the host does its work and `finalizeWith` the same store; otherwise it sends the answer it gets
-   * (a replay, or an error) and writes nothing. A fault of the store is thrown (the transaction fails with
-   * it); a value the store cannot hold, or a duplicate still in flight when the store's lock wait ran out (it
-   * throws an {@link IdemInProgressError}), comes back as a `reject`.
-   */
-  reserveWith(store: TransactionalStore): Promise<TransactionalReservation>;
-  /**
    * Finalize inside the host's own transaction, so that its work and the record commit together: applies the
-   * finalization rule, calls `finalize` with the record's parameters (the coordinator's clock, this owner),
-   * and settles the execution. `finalize` is the store's transactional finalize, e.g.
-   * `(params) => store.finalizeInTransaction(tx, params)`, or a {@link TransactionalStore}, which also
-   * releases, in the transaction, a key that `reserveWith` reserved there when the rule does not store this
-   * status. An exception from it is the host's to handle (its transaction rolls back). On `lease-lost` the
-   * host MUST roll back.
+   * finalization rule and writes the record through `store` (the store's view of that transaction, e.g.
+   * `sqlStore.inTransaction(tx)`) with this owner and the coordinator's clock. A key that `reserveWith`
+   * reserved in the transaction is released there when the rule does not store this status. An exception
+   * from the store is the host's to handle (its transaction rolls back). On `lease-lost` the host MUST roll
+   * back.
    *
-   * If the transaction then fails to commit, the host answers something else, and `finish` with that answer
-   * releases the key.
+   * Whether the transaction committed is known from the answer that goes out: `finish` with the status that
+   * was written makes the record durable (and reports it), any other answer releases the key.
    *
    * @example
    * await db.transaction(async (tx) => {
    *   const response = await work(tx);
-   *   if ((await execution.finalizeWith(response, (p) => store.finalizeInTransaction(tx, p))) === 'lease-lost')
+   *   if ((await execution.finalizeWith(response, store.inTransaction(tx))) === 'lease-lost')
    *     throw new Error('lost the reservation: roll back');
    *   return response;
    * });
    */
-  finalizeWith(
-    response: CapturedResponse,
-    finalize: ((params: FinalizeParams) => boolean | Promise<boolean>) | TransactionalStore,
-  ): Promise<TransactionalOutcome>;
-  /** Apply the finalization rule: store the response, or release the key. Never throws. */
+  finalizeWith(response: CapturedResponse, store: TransactionalStore): Promise<TransactionalOutcome>;
+  /** The answer went out (or is about to): store it or release the key, per the finalization rule. Never throws. */
   finish(response: CapturedResponse): Promise<FinishOutcome>;
-  /** Release the key: the handler threw, or the client left before it started. Never throws. */
+  /** Release the key: the handler threw, or the client left. Never throws. */
   abort(): Promise<void>;
 }
+
+/**
+ * A request `begin` reserved under a lease (`reserveIn: 'begin'`): run the handler, then `finish` (or
+ * `abort`). Its states and transitions: {@link LEASED}. Call its methods on the object, do not detach them.
+ */
+export interface LeasedExecution<Host = unknown> extends ExecutionBase<Host> {
+  readonly lifecycle: 'leased';
+  readonly state: LeasedState;
+}
+
+/**
+ * A request whose key the host reserves in its own transaction (`reserveIn: 'transaction'`): `reserveWith`
+ * there, do the work, `finalizeWith` in the same transaction, and `finish` with the answer that goes out. Its
+ * states and transitions: {@link TRANSACTIONAL}.
+ */
+export interface TransactionalExecution<Host = unknown> extends ExecutionBase<Host> {
+  readonly lifecycle: 'transactional';
+  readonly state: TransactionalState;
+  /**
+   * Reserve the key inside the host's transaction, before its work. On `execute` the host does its work and
+   * `finalizeWith` the same store; otherwise it sends the answer it gets (a replay, or an error) and writes
+   * nothing. A fault of the store is thrown (the transaction fails with it); a value the store cannot hold,
+   * or a duplicate still in flight when the store's lock wait ran out, comes back as a `reject`.
+   */
+  reserveWith(store: TransactionalStore): Promise<TransactionalReservation>;
+}
+
+/** A request running under its key, in either lifecycle (`lifecycle` tells which). */
+export type Execution<Host = unknown> = LeasedExecution<Host> | TransactionalExecution<Host>;
 
 /** What an execution needs from its coordinator. */
 export interface ExecutionRuntime {
   readonly store: IdempotencyStore;
   readonly clock: Clock;
   readonly leaseMs: number;
+  /** How long a new record is kept: lifetime plus grace (ms). */
+  readonly keepMs: number;
   /** Renews the leases of running executions; undefined when the heartbeat is off. */
   readonly heartbeat: HeartbeatScheduler | undefined;
   readonly rule: FinalizationRule;
   readonly allowHeaders: ReadonlySet<string>;
   /** The coordinator's body cap within the store's declared limits. */
   readonly maxBodyBytes: number;
-  /** How long a new record is kept: lifetime plus grace (ms). */
-  readonly lifetimeMs: number;
-  /** The coordinator's answer to a record that is there already: 422, a replay, or undefined (in flight). */
-  answerExisting(
-    execution: ReservedExecution<unknown>,
-    record: IdempotencyRecord,
-    durationMs: number,
-    startedMs: number,
-  ): Promise<TransactionalReservation | undefined>;
-  /** The coordinator's in-progress error (for a key held by a request still in flight elsewhere). */
-  inProgress(): IdemError;
-  /** The coordinator's store-limit error for a value the store refused. */
-  limitError(error: IdemError): IdemError;
   /** No lease is renewed this long after its reservation (ms); undefined: as long as the handler runs. */
   readonly maxExecutionMs: number | undefined;
   // biome-ignore lint/suspicious/noExplicitAny: the host type is the coordinator's; executions pass themselves.
   readonly redact: ((response: StoredResponse, context: RecordContext<any>) => StoredResponse) | undefined;
   readonly emit: IdempotencyEventListener;
   readonly callStore: StoreCall;
+  /** Report a decision of `reserveWith` as its event. */
+  report(decision: Decision, attempt: Attempt<unknown>, durationMs: number): void;
+  /**
+   * The coordinator's answer to a decision of `reserveWith` other than `execute`: a replay, or a refusal. A
+   * fault is thrown.
+   */
+  answerInTransaction(
+    decision: Exclude<Decision, { answer: 'execute' }>,
+    attempt: Attempt<unknown>,
+  ): Promise<TransactionalReservation>;
+}
+
+/**
+ * One request on its way to a decision: its record (scope, key), what the decision, its event and the hooks
+ * need to know of it.
+ */
+export interface Attempt<Host> extends CallRef {
+  readonly fingerprint: string;
+  readonly owner: string;
+  /** When the request began, on the monotonic clock (ms; 0 when nothing listens for events). */
+  readonly startedMs: number;
+  /** For the hooks' context. */
+  readonly request: ExecutionRequest<Host>;
 }
 
 /** The request an execution runs for: its identity, and the adapter's request object. */
@@ -164,15 +194,13 @@ export interface ExecutionRequest<Host> {
   readonly host: Host;
 }
 
-/** A record the host finalized in its own transaction, not known to be committed yet. */
-interface ExternalFinalize {
+/** A record the host wrote in its own transaction, not known to be committed yet. */
+interface Written {
   readonly status: number;
   /** How long the store's finalize took, in ms. */
   readonly durationMs: number;
   /** What the store could not hold and was left out. */
   readonly omitted: OmittedParts | undefined;
-  /** `finalize` threw: nothing was written, whatever the host answers. */
-  readonly failed?: true;
 }
 
 /**
@@ -192,9 +220,16 @@ function isStoredResponse(value: unknown): value is StoredResponse {
   );
 }
 
-// A class rather than a closure-built object: one request allocates one object with its methods on the
-// prototype, which matters on the hot path of every covered request.
-export class ReservedExecution<Host = unknown> implements Execution<Host>, Renewable {
+type Lifecycle = 'leased' | 'transactional';
+
+const TABLES: Record<Lifecycle, TransitionTable> = { leased: LEASED, transactional: TRANSACTIONAL };
+
+/**
+ * An execution of either lifecycle: its state is one field, changed only by {@link step} over its lifecycle's
+ * table. A class rather than a closure-built object: one request allocates one object with its methods on
+ * the prototype, which matters on the hot path of every covered request.
+ */
+export class KeyedExecution<Host = unknown> implements Renewable {
   readonly scope: string;
   readonly key: string;
   readonly method: string;
@@ -203,181 +238,43 @@ export class ReservedExecution<Host = unknown> implements Execution<Host>, Renew
   readonly host: Host;
   readonly fingerprint: string;
   readonly owner: string;
+  readonly lifecycle: Lifecycle;
   readonly #runtime: ExecutionRuntime;
+  #state: ExecutionState;
+  #tookOver: boolean;
   #controller: AbortController | undefined;
-  #settled = false;
-  /** Reserved by the coordinator (`begin`), or left to the host's transaction (`pending` until reserved). */
-  #state: 'reserved' | 'took-over' | 'pending';
-  /** Reserved by `reserveWith`, in the host's transaction: no heartbeat, and the rollback releases it. */
-  #inTransaction = false;
-  /**
-   * What the host finalized in its own transaction (its status, how long the store took, what was left out),
-   * until `finish` sees the answer that went out and so knows whether it committed.
-   */
-  #storedExternally: ExternalFinalize | undefined;
+  /** What the host wrote in its transaction (status, the store's time, what was left out), in `written`. */
+  #written: Written | undefined;
+  /** A renewal is in flight: the heartbeat does not start another. */
+  #renewing = false;
   /** When the lease was last set, on the monotonic clock (ms); read by the heartbeat. */
   renewedAtMs = performance.now();
   readonly #reservedAtMs = this.renewedAtMs;
 
-  constructor(
-    runtime: ExecutionRuntime,
-    ref: { readonly scope: string; readonly key: string },
-    request: ExecutionRequest<Host>,
-    fingerprint: string,
-    owner: string,
-    state: 'reserved' | 'took-over' | 'pending',
-  ) {
+  constructor(runtime: ExecutionRuntime, attempt: Attempt<Host>, lifecycle: Lifecycle, tookOver: boolean) {
     this.#runtime = runtime;
-    this.scope = ref.scope;
-    this.key = ref.key;
+    const { request } = attempt;
+    this.scope = attempt.scope;
+    this.key = attempt.key;
     this.method = request.method;
     this.route = request.route;
     this.path = request.path;
     this.host = request.host;
-    this.fingerprint = fingerprint;
-    this.owner = owner;
-    this.#state = state;
+    this.fingerprint = attempt.fingerprint;
+    this.owner = attempt.owner;
+    this.lifecycle = lifecycle;
+    this.#tookOver = tookOver;
+    this.#state = lifecycle === 'leased' ? 'reserved' : 'pending';
     // A key the host reserves in its transaction is held by that transaction, not by a lease.
-    if (state !== 'pending') runtime.heartbeat?.add(this);
+    if (lifecycle === 'leased') runtime.heartbeat?.add(this);
+  }
+
+  get state(): ExecutionState {
+    return this.#state;
   }
 
   get tookOver(): boolean {
-    return this.#state === 'took-over';
-  }
-
-  async reserveWith(store: TransactionalStore): Promise<TransactionalReservation> {
-    if (this.#state !== 'pending' || this.#settled) {
-      throw new Error(
-        'reserveWith: the key is reserved already (reserveIn is not "transaction", or it was called twice)',
-      );
-    }
-    const runtime = this.#runtime;
-    const nowMs = runtime.clock.nowMs();
-    const startedMs = performance.now();
-    let result: Awaited<ReturnType<TransactionalStore['reserve']>>;
-    try {
-      result = await store.reserve({
-        scope: this.scope,
-        key: this.key,
-        fingerprint: this.fingerprint,
-        owner: this.owner,
-        nowMs,
-        leaseUntilMs: nowMs + runtime.leaseMs,
-        expiresAtMs: nowMs + runtime.lifetimeMs,
-      });
-    } catch (error) {
-      return this.#refusedInTransaction(error, performance.now() - startedMs);
-    }
-    const durationMs = performance.now() - startedMs;
-    if (result.outcome === 'reserved') {
-      this.#state = result.tookOver ? 'took-over' : 'reserved';
-      this.#inTransaction = true;
-      if (this.#listening) {
-        const { scope, key, method, route, owner } = this;
-        const { tookOver } = result;
-        runtime.emit({
-          type: 'reserved',
-          scope,
-          key,
-          method,
-          route,
-          owner,
-          tookOver,
-          durationMs,
-          elapsedMs: durationMs,
-        });
-      }
-      return { action: 'execute' };
-    }
-    this.#settled = true; // nothing of ours to finish: the answer is someone else's
-    const answer = await runtime.answerExisting(
-      this as ReservedExecution<unknown>,
-      result.record,
-      durationMs,
-      startedMs,
-    );
-    if (answer !== undefined) return answer;
-    // Held by a request still in flight, reserved outside any transaction (by a node with reserveIn 'begin'):
-    // a transaction cannot wait on it without holding its own locks, so the client retries later.
-    const refusal = runtime.inProgress();
-    if (this.#listening) {
-      const { scope, key, method, route } = this;
-      const { status } = refusal;
-      runtime.emit({
-        type: 'conflict',
-        scope,
-        key,
-        method,
-        route,
-        waited: false,
-        status,
-        durationMs,
-        elapsedMs: durationMs,
-      });
-    }
-    return { action: 'reject', error: refusal };
-  }
-
-  /**
-   * `reserveWith`'s store threw. A concurrent holder that kept the row locked past the database's lock wait
-   * ({@link IdemInProgressError}) is a duplicate in flight: the coordinator's in-progress answer. A value the
-   * store cannot hold is its store-limit answer. Anything else is a fault, reported and rethrown so that the
-   * host's transaction fails with it.
-   */
-  #refusedInTransaction(error: unknown, durationMs: number): TransactionalReservation {
-    const runtime = this.#runtime;
-    const { scope, key, method, route, owner } = this;
-    if (isIdemError(error) && error.code === ErrorCode.InProgress) {
-      this.#settled = true;
-      const refusal = runtime.inProgress();
-      if (this.#listening) {
-        const { status } = refusal;
-        runtime.emit({
-          type: 'conflict',
-          scope,
-          key,
-          method,
-          route,
-          waited: true,
-          status,
-          durationMs,
-          elapsedMs: durationMs,
-        });
-      }
-      return { action: 'reject', error: refusal };
-    }
-    if (isStoreLimitError(error)) {
-      this.#settled = true;
-      const refusal = runtime.limitError(error);
-      if (this.#listening) {
-        runtime.emit({
-          type: 'store-limit',
-          operation: 'reserve',
-          error,
-          scope,
-          key,
-          method,
-          route,
-          status: refusal.status,
-        });
-      }
-      return { action: 'reject', error: refusal };
-    }
-    if (this.#listening) {
-      runtime.emit({
-        type: 'store-error',
-        operation: 'reserve',
-        error,
-        durationMs,
-        failedOpen: false,
-        scope,
-        key,
-        method,
-        route,
-        owner,
-      });
-    }
-    throw error;
+    return this.#tookOver;
   }
 
   get signal(): AbortSignal {
@@ -388,6 +285,54 @@ export class ReservedExecution<Host = unknown> implements Execution<Host>, Renew
 
   get maxBodyBytes(): number {
     return this.#runtime.maxBodyBytes;
+  }
+
+  /** Take the named transition of this execution's lifecycle. */
+  #take(name: string): void {
+    this.#state = step(TABLES[this.lifecycle], this.#state, name);
+  }
+
+  /** Stop renewing the lease (the heartbeat's or nobody's). */
+  #stopRenewing(): void {
+    if (this.lifecycle === 'leased') this.#runtime.heartbeat?.remove(this);
+  }
+
+  async reserveWith(store: TransactionalStore): Promise<TransactionalReservation> {
+    if (this.#state !== 'pending') {
+      throw new Error(
+        'reserveWith: the key is reserved already (reserveIn is not "transaction", or it was called twice)',
+      );
+    }
+    const runtime = this.#runtime;
+    const startedMs = performance.now();
+    let found: ReserveFound;
+    try {
+      const params = reserveParams(this, runtime.clock.nowMs(), runtime.leaseMs, runtime.keepMs);
+      found = { ok: true, value: await store.reserve(params) };
+    } catch (error) {
+      found = { ok: false, error };
+    }
+    const decision = decide(found, this.fingerprint);
+    const { scope, key, method, route, fingerprint, owner } = this;
+    const attempt: Attempt<Host> = {
+      scope,
+      key,
+      method,
+      route,
+      fingerprint,
+      owner,
+      startedMs,
+      request: this,
+    };
+    runtime.report(decision, attempt, performance.now() - startedMs);
+    if (decision.answer === 'execute') {
+      this.#take('reserve');
+      this.#tookOver = decision.tookOver;
+      return { action: 'execute' };
+    }
+    // A fault leaves it pending (and is thrown); anything else is someone else's answer: nothing of ours to finish.
+    if (decision.answer !== 'unavailable') this.#take('answer-instead');
+    return runtime.answerInTransaction(decision, attempt);
   }
 
   /**
@@ -447,37 +392,36 @@ export class ReservedExecution<Host = unknown> implements Execution<Host>, Renew
     };
   }
 
-  async finalizeWith(
-    response: CapturedResponse,
-    target: ((params: FinalizeParams) => boolean | Promise<boolean>) | TransactionalStore,
-  ): Promise<TransactionalOutcome> {
-    if (this.#settled) return 'lease-lost';
-    const finalize =
-      typeof target === 'function' ? target : (params: FinalizeParams) => target.finalize(params);
+  async finalizeWith(response: CapturedResponse, store: TransactionalStore): Promise<TransactionalOutcome> {
+    const state = this.#state;
+    if (state === 'pending') {
+      throw new Error('finalizeWith: reserve the key with reserveWith first, in the same transaction');
+    }
+    if (state !== 'reserved' && state !== 'lost') return 'lease-lost'; // settled, or written already
+    const { scope, key, owner } = this;
     const stored = this.#prepare(response);
     if (stored === undefined) {
-      if (this.#inTransaction && typeof target !== 'function') {
-        // Reserved in this transaction and not to be stored: gone with it, so the retry executes.
-        this.#settle();
-        const startedMs = performance.now();
-        await target.release({ scope: this.scope, key: this.key, owner: this.owner });
-        if (this.#listening) {
-          const base = this.#eventBase(performance.now() - startedMs);
-          this.#runtime.emit({ type: 'released', ...base, reason: 'status', status: response.status });
-        }
+      if (this.lifecycle === 'leased') return 'not-stored'; // the answer that goes out releases the key
+      // Reserved in this transaction and not to be stored: gone with it, so the retry executes.
+      this.#take('release-in-transaction');
+      const startedMs = performance.now();
+      await store.release({ scope, key, owner });
+      if (this.#listening) {
+        const base = this.#eventBase(performance.now() - startedMs);
+        this.#runtime.emit({ type: 'released', ...base, reason: 'status', status: response.status });
       }
       return 'not-stored';
     }
+    // Written before the store is called, so that an answer (or an abort) that comes while it runs is read
+    // against what is being written. Stop renewing now: the row is locked by the host's transaction until it
+    // commits, and a renewal from another connection would wait for it, then find the record completed and
+    // report a lost lease. Until `finish` sees the answer that goes out the commit is not known, so the
+    // `finalized` event waits for that answer: an event reports what is durable.
+    this.#take('write');
+    this.#stopRenewing();
     const startedMs = performance.now();
-    // Stop renewing now: the row is locked by the host's transaction until it commits, and a renewal from
-    // another connection would wait for it, then find the record completed and report a lost lease.
-    this.#settle();
-    // Until `finish` sees the answer that went out, the commit is not known: if `finalize` throws, or the
-    // transaction fails later, the host answers otherwise and `finish` releases the key. So the `finalized`
-    // event waits for that answer too: an event reports what is durable.
-    const { scope, key, owner } = this;
     const nowMs = this.#runtime.clock.nowMs();
-    this.#storedExternally = { status: stored.status, durationMs: 0, omitted: undefined };
+    this.#written = { status: stored.status, durationMs: 0, omitted: undefined };
     // A limit is refused before it reaches the backend (the SPI's rule), so the transaction can go on with a
     // smaller record: the work is done, and its answer is kept down to the status alone.
     const candidates = [{ response: stored, omitted: undefined }, ...smallerResponses(stored)];
@@ -486,42 +430,58 @@ export class ReservedExecution<Host = unknown> implements Execution<Host>, Renew
     for (let i = 0; i < candidates.length; i++) {
       kept = candidates[i] as (typeof candidates)[number];
       try {
-        finalized = await finalize({ scope, key, owner, response: kept.response, nowMs });
+        finalized = await store.finalize({ scope, key, owner, response: kept.response, nowMs });
         break;
       } catch (error) {
         // A fault, or not even the status fits: the host's to handle (its transaction rolls back).
         if (!isStoreLimitError(error) || i === candidates.length - 1) {
           // Nothing was written: whatever the host answers now (its own status too, if it swallowed this),
           // `finish` releases the key and never reports the record durable.
-          this.#storedExternally = { status: stored.status, durationMs: 0, omitted: undefined, failed: true };
+          if (this.#state === 'written') this.#take('write-threw');
           throw error;
         }
       }
     }
     const durationMs = performance.now() - startedMs;
-    const { status } = stored;
+    if (this.#state !== 'written') return finalized ? 'finalized' : 'lease-lost'; // answered meanwhile
     if (!finalized) {
-      this.#storedExternally = undefined; // not ours any more: nothing to release
+      this.#take('lost-at-write'); // not ours any more: nothing to release
+      this.#written = undefined;
       if (this.#listening) {
+        const { status } = stored;
         this.#runtime.emit({ type: 'lease-lost', ...this.#eventBase(durationMs), phase: 'finalize', status });
       }
       return 'lease-lost';
     }
-    this.#storedExternally = { status, durationMs, omitted: kept.omitted };
+    this.#written = { status: stored.status, durationMs, omitted: kept.omitted };
     return 'finalized';
   }
 
   async finish(response: CapturedResponse): Promise<FinishOutcome> {
-    if (this.#storedExternally !== undefined) return this.#afterExternal(response.status);
-    if (this.#state === 'pending') {
-      this.#settled = true;
-      return 'not-reserved'; // the handler never reserved the key (it answered before its transaction)
+    switch (this.#state) {
+      case 'written':
+      case 'write-failed':
+        return this.#afterWrite(response.status);
+      case 'pending':
+        this.#take('never-reserved'); // the handler answered before its transaction reserved the key
+        return 'not-reserved';
+      case 'settled':
+        return 'already-settled';
     }
-    if (!this.#settle()) return 'already-settled';
     const stored = this.#prepare(response);
-    if (stored === undefined) return this.#release('status', response.status);
+    if (stored === undefined) {
+      this.#take('release');
+      this.#stopRenewing();
+      return this.#release('status', response.status);
+    }
+    // Reserved in the host's transaction but never written there: it rolled back (a deterministic refusal
+    // such as a 409 that is stored), or committed without the answer. Either way the answer is kept for the
+    // retry, reserved afresh if the rollback took the reservation.
+    const afresh = this.lifecycle === 'transactional';
+    this.#take(afresh ? 'store-after-rollback' : 'finalize');
+    this.#stopRenewing();
     try {
-      return await this.#finalize(stored, undefined);
+      return await this.#finalize(stored, undefined, afresh);
     } catch (error) {
       // A fault was already reported as a store-error event.
       if (!isStoreLimitError(error)) return 'store-error';
@@ -530,7 +490,7 @@ export class ReservedExecution<Host = unknown> implements Execution<Host>, Renew
     // what the store can hold, down to the status alone.
     for (const { response: smaller, omitted } of smallerResponses(stored)) {
       try {
-        return await this.#finalize(smaller, omitted);
+        return await this.#finalize(smaller, omitted, afresh);
       } catch (error) {
         if (!isStoreLimitError(error)) return 'store-error';
       }
@@ -540,32 +500,25 @@ export class ReservedExecution<Host = unknown> implements Execution<Host>, Renew
     return this.#release('unstorable', stored.status);
   }
 
-  /** Store the response (owner-fenced); throws what the store threw, a limit included. */
-  async #finalize(stored: StoredResponse, omitted: OmittedParts | undefined): Promise<FinishOutcome> {
-    const { store, clock, emit } = this.#runtime;
-    const finalizing = () =>
-      store.finalize({
-        scope: this.scope,
-        key: this.key,
-        owner: this.owner,
-        response: stored,
-        nowMs: clock.nowMs(),
-      });
-    let { value: finalized, durationMs } = await this.#runtime.callStore('finalize', this, finalizing);
-    if (!finalized && this.#inTransaction) {
-      // Reserved in the host's transaction, which rolled back (a handler error such as a deterministic 409),
-      // and answered with a status that is stored: keep that answer for the retry, reserved afresh.
-      ({ value: finalized, durationMs } = await this.#runtime.callStore('finalize', this, async () => {
-        const nowMs = clock.nowMs();
-        const again = await store.reserve({
-          scope: this.scope,
-          key: this.key,
-          fingerprint: this.fingerprint,
-          owner: this.owner,
-          nowMs,
-          leaseUntilMs: nowMs + this.#runtime.leaseMs,
-          expiresAtMs: nowMs + this.#runtime.lifetimeMs,
-        });
+  /**
+   * Store the response (owner-fenced); `afresh`: reserve the key again first if the record is not ours (the
+   * host's transaction rolled its reservation back). Throws what the store threw, a limit included.
+   */
+  async #finalize(
+    stored: StoredResponse,
+    omitted: OmittedParts | undefined,
+    afresh: boolean,
+  ): Promise<FinishOutcome> {
+    const runtime = this.#runtime;
+    const { store, clock, emit } = runtime;
+    const { scope, key, owner } = this;
+    const finalizing = () => store.finalize({ scope, key, owner, response: stored, nowMs: clock.nowMs() });
+    let { value: finalized, durationMs } = await runtime.callStore('finalize', this, finalizing);
+    if (!finalized && afresh) {
+      ({ value: finalized, durationMs } = await runtime.callStore('finalize', this, async () => {
+        const again = await store.reserve(
+          reserveParams(this, clock.nowMs(), runtime.leaseMs, runtime.keepMs),
+        );
         return again.outcome === 'reserved' && (await finalizing());
       }));
       // Someone else holds the key by now (a duplicate that waited on the row): its answer stands.
@@ -591,22 +544,44 @@ export class ReservedExecution<Host = unknown> implements Execution<Host>, Renew
   }
 
   /**
-   * The host finalized in its transaction; now its answer goes out. The same status means the transaction
-   * committed what it stored. Another status (or an abort) means it failed after the finalize was written
-   * (the commit itself, or a later statement), so the record is most likely still in flight and ours: release
-   * it. The release is owner-fenced and never deletes a completed record, so it changes nothing if the commit
-   * did succeed.
+   * The host wrote the record in its transaction; now its answer goes out (`status`), or it aborted. The same
+   * status means the transaction committed what it wrote. Another status (or an abort, or a write that threw)
+   * means it failed after the write (the commit itself, or a later statement), so the record is most likely
+   * still in flight and ours: release it. The release is owner-fenced and never deletes a completed record,
+   * so it changes nothing if the commit did succeed.
    */
-  async #afterExternal(status: number | undefined): Promise<FinishOutcome> {
-    const stored = this.#storedExternally;
-    this.#storedExternally = undefined;
-    if (stored === undefined) return 'already-settled';
-    if (status === stored.status && stored.failed !== true) return this.#finalizedExternally(stored);
+  async #afterWrite(status: number | undefined): Promise<FinishOutcome> {
+    const written = this.#written as Written;
+    const committed = this.#state === 'written' && status === written.status;
+    this.#take(committed ? 'commit' : status === undefined ? 'abort-after-write' : 'roll-back');
+    this.#written = undefined;
+    if (committed) return this.#durable(written);
     try {
       const { value: released, durationMs } = await this.#runtime.callStore('release', this, () =>
         this.#runtime.store.release({ scope: this.scope, key: this.key, owner: this.owner }),
       );
-      if (!released) return this.#finalizedExternally(stored); // the commit went through after all
+      if (!released) {
+        // Not ours in flight: the commit went through after all (completed), or the rollback took a
+        // reservation made in the same transaction with it (gone), or another request holds the key now.
+        const { value: record } = await this.#runtime.callStore('load', this, () =>
+          this.#runtime.store.load({ scope: this.scope, key: this.key }),
+        );
+        if (record !== undefined && isCompleted(record) && record.fingerprint === this.fingerprint) {
+          return this.#durable(written);
+        }
+        if (record !== undefined) {
+          if (this.#listening) {
+            const withStatus = status === undefined ? {} : { status };
+            this.#runtime.emit({
+              type: 'lease-lost',
+              ...this.#eventBase(0),
+              phase: 'release',
+              ...withStatus,
+            });
+          }
+          return 'lease-lost';
+        }
+      }
       if (this.#listening) {
         this.#runtime.emit({
           type: 'released',
@@ -621,10 +596,10 @@ export class ReservedExecution<Host = unknown> implements Execution<Host>, Renew
     }
   }
 
-  /** The host's transaction committed the record it finalized: now that is durable, say so. */
-  #finalizedExternally(stored: ExternalFinalize): 'finalized' {
+  /** The host's transaction committed the record it wrote: now that is durable, say so. */
+  #durable(written: Written): 'finalized' {
     if (this.#listening) {
-      const { status, durationMs, omitted } = stored;
+      const { status, durationMs, omitted } = written;
       this.#runtime.emit({
         type: 'finalized',
         ...this.#eventBase(durationMs),
@@ -637,16 +612,20 @@ export class ReservedExecution<Host = unknown> implements Execution<Host>, Renew
   }
 
   async abort(): Promise<void> {
-    if (this.#storedExternally !== undefined) await this.#afterExternal(undefined);
-    else if (this.#state === 'pending') this.#settled = true;
-    else if (this.#settle()) await this.#release('aborted');
-  }
-
-  #settle(): boolean {
-    if (this.#settled) return false;
-    this.#settled = true;
-    this.#runtime.heartbeat?.remove(this);
-    return true;
+    switch (this.#state) {
+      case 'written':
+      case 'write-failed':
+        await this.#afterWrite(undefined);
+        return;
+      case 'pending':
+        this.#take('abort-pending');
+        return;
+      case 'settled':
+        return;
+    }
+    this.#take('abort');
+    this.#stopRenewing();
+    await this.#release('aborted');
   }
 
   async #release(reason: 'status' | 'aborted' | 'unstorable', status?: number): Promise<FinishOutcome> {
@@ -656,7 +635,7 @@ export class ReservedExecution<Host = unknown> implements Execution<Host>, Renew
         store.release({ scope: this.scope, key: this.key, owner: this.owner }),
       );
       // Reserved in the host's transaction, which rolled back: the reservation went with it.
-      const gone = released || this.#inTransaction;
+      const gone = released || this.lifecycle === 'transactional';
       if (!this.#listening) return gone ? 'released' : 'lease-lost';
       const withStatus = status === undefined ? {} : { status };
       if (!gone) {
@@ -670,16 +649,14 @@ export class ReservedExecution<Host = unknown> implements Execution<Host>, Renew
     }
   }
 
-  #renewing = false;
-
   /** Renew the lease (called by the heartbeat). A lost reservation aborts `signal`. */
   beat(): void {
-    if (this.#renewing || this.#settled) return;
+    if (this.#renewing || this.#state !== 'reserved') return;
     const { maxExecutionMs } = this.#runtime;
     if (maxExecutionMs !== undefined && performance.now() - this.#reservedAtMs >= maxExecutionMs) {
       // A handler that has not answered in this long may never: stop holding its key, which frees it a lease
       // later. (Its late answer is still stored if nobody took the key over by then.)
-      this.#runtime.heartbeat?.remove(this);
+      this.#stopRenewing();
       return;
     }
     this.#renewing = true;
@@ -697,8 +674,9 @@ export class ReservedExecution<Host = unknown> implements Execution<Host>, Renew
       .then(
         ({ value: renewed, durationMs }) => {
           this.#renewing = false;
-          if (renewed || this.#settled) return;
-          this.#runtime.heartbeat?.remove(this);
+          if (renewed || this.#state !== 'reserved') return;
+          this.#take('lose-lease');
+          this.#stopRenewing();
           if (this.#listening)
             emit({ type: 'lease-lost', ...this.#eventBase(durationMs), phase: 'heartbeat' });
           this.#controller ??= new AbortController();

@@ -1,3 +1,4 @@
+import { recordState } from './decision.js';
 import type { IdempotencyRecord, ReserveParams } from './types.js';
 
 /**
@@ -15,7 +16,7 @@ export function decideReservation(
   if (existing === undefined) return 'create';
   if (existing.expiresAtMs <= params.nowMs) return 'replace';
   if (
-    existing.response === null &&
+    recordState(existing) === 'in-flight' &&
     existing.leaseUntilMs <= params.nowMs &&
     existing.fingerprint === params.fingerprint
   ) {

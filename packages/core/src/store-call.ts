@@ -1,4 +1,5 @@
-import { IdemStoreLimitError, IdemStoreUnavailableError, isStoreLimitError } from './errors.js';
+import { classifyStoreFailure, storeLimitError } from './decision.js';
+import { type IdemStoreLimitError, IdemStoreUnavailableError } from './errors.js';
 import { hasListeners, type IdempotencyEventListener, type StoreOperation } from './events.js';
 
 /** Identifies the record a store call is about, and the request it is for, for events. */
@@ -25,11 +26,40 @@ export type StoreCall = <T>(
   onLateResult?: (value: T) => void,
 ) => Promise<{ value: T; durationMs: number }>;
 
+/** How a timed call ended: its value, or the error it failed with (a timeout included). */
+export type Timed<T> =
+  | { readonly ok: true; readonly value: T; readonly durationMs: number }
+  | { readonly ok: false; readonly error: unknown; readonly durationMs: number };
+
+/** The store calls of one coordinator: one deadline queue, one way to report a failure. */
+export interface StoreCalls {
+  /** A call under the deadline; a failure comes back as a value, unreported (the caller decides on it). */
+  timed<T>(
+    operation: StoreOperation,
+    run: () => Promise<T>,
+    onLateResult?: (value: T) => void,
+  ): Promise<Timed<T>>;
+  /** A call under the deadline whose failure is reported and thrown (see {@link StoreCall}). */
+  readonly call: StoreCall;
+  /**
+   * Report a failed call as its event: `store-limit` for a value the store refused, `store-error` for a fault.
+   * For a failure that decides the request's answer (a reserve): its `status`, or `failedOpen`.
+   */
+  reportFailure(
+    operation: StoreOperation,
+    error: unknown,
+    ref: CallRef,
+    durationMs: number,
+    answer?: { readonly status?: number; readonly failedOpen?: boolean },
+  ): void;
+  /** The error a failed call is thrown as: an {@link IdemStoreLimitError} or an {@link IdemStoreUnavailableError}. */
+  errorOf(operation: StoreOperation, error: unknown): IdemStoreLimitError | IdemStoreUnavailableError;
+}
+
 export interface StoreCallOptions {
-  readonly timeoutMs: number;
+  /** The deadline queue of the calls: one per timeout, shared by the coordinators that have that timeout. */
+  readonly deadlines: Deadlines;
   readonly emit: IdempotencyEventListener;
-  /** Fail open: a failed reserve lets the request through (reported on the event). */
-  readonly failOpen: boolean;
   readonly unavailableStatus: number;
   readonly limitStatus: number;
   readonly retryAfterSeconds: number;
@@ -56,7 +86,7 @@ interface Watched {
  * timer set and cleared around every call (which costs more than a fast store's answer). Unref'd: a pending
  * call does not hold the process.
  */
-class Deadlines {
+export class Deadlines {
   readonly #timeoutMs: number;
   #queue: Watched[] = [];
   #head = 0;
@@ -126,18 +156,17 @@ class Deadlines {
   }
 }
 
-export function storeCall(options: StoreCallOptions): StoreCall {
-  const { timeoutMs, emit } = options;
-  const deadlines = new Deadlines(timeoutMs);
+export function storeCalls(options: StoreCallOptions): StoreCalls {
+  const { deadlines, emit } = options;
   // Durations are for events: without a listener, the clock is not read.
-  const timed = hasListeners(emit);
-  return async function callStore<T>(
+  const timedEvents = hasListeners(emit);
+
+  async function timed<T>(
     operation: StoreOperation,
-    ref: CallRef,
     run: () => Promise<T>,
     onLateResult: (value: T) => void = () => {},
-  ): Promise<{ value: T; durationMs: number }> {
-    const startedMs = timed ? performance.now() : 0;
+  ): Promise<Timed<T>> {
+    const startedMs = timedEvents ? performance.now() : 0;
     let call: Promise<T>;
     try {
       // Adopted once: a store may hand back a lazy thenable (a query builder that runs on each `then`), and this
@@ -156,48 +185,63 @@ export function storeCall(options: StoreCallOptions): StoreCall {
       call.then(mark, mark);
       await undefined;
       const value = settled ? await call : await deadlines.race(operation, call);
-      return { value, durationMs: timed ? performance.now() - startedMs : 0 };
+      return { ok: true, value, durationMs: timedEvents ? performance.now() - startedMs : 0 };
     } catch (error) {
-      if (isStoreLimitError(error)) {
-        // Not a fault: the same request can never be stored, so retrying it must not look worth it.
-        emit({
-          type: 'store-limit',
-          operation,
-          error,
-          scope: ref.scope,
-          key: ref.key,
-          method: ref.method,
-          route: ref.route,
-          ...(ref.owner === undefined ? {} : { owner: ref.owner }),
-          ...(operation === 'reserve' ? { status: options.limitStatus } : {}),
-        });
-        throw new IdemStoreLimitError(`the idempotency store cannot hold this request: ${error.message}`, {
-          cause: error,
-          status: options.limitStatus,
-        });
-      }
-      if (error instanceof StoreTimeoutError) {
-        // The call may still succeed after we gave up on it; let the caller undo its effect then.
-        call.then(onLateResult, () => {});
-      }
-      emit({
-        type: 'store-error',
-        operation,
-        error,
-        durationMs: performance.now() - startedMs,
-        failedOpen: options.failOpen && operation === 'reserve',
-        scope: ref.scope,
-        key: ref.key,
-        method: ref.method,
-        route: ref.route,
-        owner: ref.owner,
-        ...(operation === 'reserve' && !options.failOpen ? { status: options.unavailableStatus } : {}),
-      });
-      throw new IdemStoreUnavailableError(`the idempotency store is unavailable (${operation})`, {
-        cause: error,
-        status: options.unavailableStatus,
-        retryAfterSeconds: options.retryAfterSeconds,
-      });
+      // The call may still succeed after we gave up on it; let the caller undo its effect then.
+      if (error instanceof StoreTimeoutError) call.then(onLateResult, () => {});
+      return { ok: false, error, durationMs: performance.now() - startedMs };
     }
+  }
+
+  function reportFailure(
+    operation: StoreOperation,
+    error: unknown,
+    ref: CallRef,
+    durationMs: number,
+    answer: { readonly status?: number; readonly failedOpen?: boolean } = {},
+  ): void {
+    const { scope, key, method, route, owner } = ref;
+    const { status, failedOpen = false } = answer;
+    const withStatus = status === undefined ? {} : { status };
+    if (classifyStoreFailure(error) === 'limit') {
+      // Not a fault: the same request can never be stored, so retrying it must not look worth it.
+      const withOwner = owner === undefined ? {} : { owner };
+      emit({ type: 'store-limit', operation, error, scope, key, method, route, ...withOwner, ...withStatus });
+      return;
+    }
+    emit({
+      type: 'store-error',
+      operation,
+      error,
+      durationMs,
+      failedOpen,
+      scope,
+      key,
+      method,
+      route,
+      owner,
+      ...withStatus,
+    });
+  }
+
+  function errorOf(
+    operation: StoreOperation,
+    error: unknown,
+  ): IdemStoreLimitError | IdemStoreUnavailableError {
+    if (classifyStoreFailure(error) === 'limit') return storeLimitError(error as Error, options.limitStatus);
+    return new IdemStoreUnavailableError(`the idempotency store is unavailable (${operation})`, {
+      cause: error,
+      status: options.unavailableStatus,
+      retryAfterSeconds: options.retryAfterSeconds,
+    });
+  }
+
+  const call: StoreCall = async (operation, ref, run, onLateResult) => {
+    const done = await timed(operation, run, onLateResult);
+    if (done.ok) return done;
+    reportFailure(operation, done.error, ref, done.durationMs);
+    throw errorOf(operation, done.error);
   };
+
+  return { timed, call, reportFailure, errorOf };
 }

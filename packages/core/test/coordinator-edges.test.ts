@@ -1,6 +1,14 @@
 import { ErrorCode, type IdempotencyStore, IdemStoreLimitError, UNSEEN_BODY } from '@idem/core';
 import { describe, expect, test } from 'vitest';
-import { created, expectExecute, expectReject, expectReplay, post, setup } from './support/coordinator.js';
+import {
+  created,
+  expectExecute,
+  expectReject,
+  expectReplay,
+  inTransaction,
+  post,
+  setup,
+} from './support/coordinator.js';
 
 const boom = () => {
   throw new Error('hook failure');
@@ -41,10 +49,13 @@ describe('coordinator: host hooks that throw never reach the request (design: Th
     const { idem } = setup({ redact: boom, finalizationRule: boom });
     const execution = expectExecute(await idem.begin(post()));
     const written: unknown[] = [];
-    const outcome = await execution.finalizeWith(created(), (params) => {
-      written.push(params.response);
-      return true;
-    });
+    const outcome = await execution.finalizeWith(
+      created(),
+      inTransaction((params) => {
+        written.push(params.response);
+        return true;
+      }),
+    );
     expect(outcome).toBe('finalized');
     expect(written).toEqual([{ status: 201, headers: {}, body: null, bodyOmitted: true }]);
   });
@@ -186,7 +197,12 @@ describe('coordinator: a response the store cannot hold whole is kept as far as 
     });
     const limited = limitedStore(backend.backend.store, { headerBytes: 65_536 });
     const execution = expectExecute(await idem.begin(post()));
-    expect(await execution.finalizeWith(answer, (params) => limited.finalize(params))).toBe('finalized');
+    expect(
+      await execution.finalizeWith(
+        answer,
+        inTransaction((params) => limited.finalize(params)),
+      ),
+    ).toBe('finalized');
     expect(await execution.finish(answer)).toBe('finalized');
     expect(backend.backend.only()?.response?.headers).toEqual({
       'idempotent-replay-headers-omitted': 'true',
@@ -200,9 +216,12 @@ describe('coordinator: the transactional finalize is reported when it is durable
   test('a commit that fails after finalizeWith (the host answers 503): released, never finalized', async () => {
     const { idem, backend, events } = setup();
     const execution = expectExecute(await idem.begin(post()));
-    expect(await execution.finalizeWith(created(), (params) => backend.store.finalize(params))).toBe(
-      'finalized',
-    );
+    expect(
+      await execution.finalizeWith(
+        created(),
+        inTransaction((params) => backend.store.finalize(params)),
+      ),
+    ).toBe('finalized');
     // The commit fails: the record the transaction wrote is rolled back with it.
     const record = backend.only();
     if (record === undefined) throw new Error('no record');
@@ -222,7 +241,10 @@ describe('coordinator: the transactional finalize is reported when it is durable
   test('a commit that went through: finalized once the answer goes out with the stored status', async () => {
     const { idem, backend, events } = setup();
     const execution = expectExecute(await idem.begin(post()));
-    await execution.finalizeWith(created(), (params) => backend.store.finalize(params));
+    await execution.finalizeWith(
+      created(),
+      inTransaction((params) => backend.store.finalize(params)),
+    );
     expect(events.map((e) => e.type)).toEqual(['reserved']);
     expect(await execution.finish(created())).toBe('finalized');
     expect(events.map((e) => e.type)).toEqual(['reserved', 'finalized']);
@@ -232,7 +254,10 @@ describe('coordinator: the transactional finalize is reported when it is durable
   test('a commit of unknown outcome that did commit (the host answers 503, the release finds it completed): finalized', async () => {
     const { idem, backend, events } = setup();
     const execution = expectExecute(await idem.begin(post()));
-    await execution.finalizeWith(created(), (params) => backend.store.finalize(params));
+    await execution.finalizeWith(
+      created(),
+      inTransaction((params) => backend.store.finalize(params)),
+    );
     expect(await execution.finish({ status: 503, headers: {}, body: null })).toBe('finalized');
     expect(events.map((e) => e.type)).toEqual(['reserved', 'finalized']);
     expect(events[1]).toMatchObject({ status: 201 });
@@ -241,7 +266,10 @@ describe('coordinator: the transactional finalize is reported when it is durable
   test('the client leaves after finalizeWith and the commit failed: released', async () => {
     const { idem, backend, events } = setup();
     const execution = expectExecute(await idem.begin(post()));
-    await execution.finalizeWith(created(), () => true); // written in a transaction that then rolled back
+    await execution.finalizeWith(
+      created(),
+      inTransaction(() => true),
+    ); // written in a transaction that then rolled back
     await execution.abort();
     expect(events.map((e) => e.type)).toEqual(['reserved', 'released']);
     expect(backend.records.size).toBe(0);

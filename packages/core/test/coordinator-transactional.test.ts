@@ -1,6 +1,6 @@
 import type { FinalizeParams } from '@idem/core';
 import { describe, expect, test } from 'vitest';
-import { created, expectExecute, expectReplay, post, setup } from './support/coordinator.js';
+import { created, expectExecute, expectReplay, inTransaction, post, setup } from './support/coordinator.js';
 
 // finalizeWith: the host's own transaction writes the record, in one call (design: transactional finalize).
 
@@ -11,10 +11,13 @@ describe('execution.finalizeWith: finalize inside the host’s transaction in on
     });
     const execution = expectExecute(await idem.begin(post()));
     const seen: FinalizeParams[] = [];
-    const outcome = await execution.finalizeWith(created(), (params) => {
-      seen.push(params);
-      return backend.store.finalize(params);
-    });
+    const outcome = await execution.finalizeWith(
+      created(),
+      inTransaction((params) => {
+        seen.push(params);
+        return backend.store.finalize(params);
+      }),
+    );
     expect(outcome).toBe('finalized');
     expect(seen).toHaveLength(1);
     expect(seen[0]).toMatchObject({
@@ -38,10 +41,13 @@ describe('execution.finalizeWith: finalize inside the host’s transaction in on
     const { idem, backend } = setup();
     const execution = expectExecute(await idem.begin(post()));
     let called = false;
-    const outcome = await execution.finalizeWith({ status: 503, headers: {}, body: null }, () => {
-      called = true;
-      return true;
-    });
+    const outcome = await execution.finalizeWith(
+      { status: 503, headers: {}, body: null },
+      inTransaction(() => {
+        called = true;
+        return true;
+      }),
+    );
     expect(outcome).toBe('not-stored');
     expect(called).toBe(false);
     expect(await execution.finish({ status: 503, headers: {}, body: null })).toBe('released');
@@ -51,7 +57,12 @@ describe('execution.finalizeWith: finalize inside the host’s transaction in on
   test('a lost reservation is reported as lease-lost, so that the host rolls back', async () => {
     const { idem, events } = setup();
     const execution = expectExecute(await idem.begin(post()));
-    expect(await execution.finalizeWith(created(), () => false)).toBe('lease-lost');
+    expect(
+      await execution.finalizeWith(
+        created(),
+        inTransaction(() => false),
+      ),
+    ).toBe('lease-lost');
     expect(events.at(-1)).toMatchObject({ type: 'lease-lost', phase: 'finalize' });
     expect(await execution.finish(created())).toBe('already-settled');
   });
@@ -60,7 +71,12 @@ describe('execution.finalizeWith: finalize inside the host’s transaction in on
     const { idem, backend } = setup();
     const execution = expectExecute(await idem.begin(post()));
     // The host's transaction: the finalize "happens" inside it, then the commit fails and nothing is kept.
-    expect(await execution.finalizeWith(created(), () => true)).toBe('finalized');
+    expect(
+      await execution.finalizeWith(
+        created(),
+        inTransaction(() => true),
+      ),
+    ).toBe('finalized');
     expect(backend.only()?.response).toBeNull(); // rolled back: still in flight, ours
     expect(await execution.finish({ status: 503, headers: {}, body: null })).toBe('released');
     expect(backend.records.size).toBe(0);
@@ -70,9 +86,12 @@ describe('execution.finalizeWith: finalize inside the host’s transaction in on
     const { idem, backend } = setup();
     const execution = expectExecute(await idem.begin(post()));
     await expect(
-      execution.finalizeWith(created(), () => {
-        throw new Error('connection lost');
-      }),
+      execution.finalizeWith(
+        created(),
+        inTransaction(() => {
+          throw new Error('connection lost');
+        }),
+      ),
     ).rejects.toThrow('connection lost');
     await execution.abort();
     expect(backend.records.size).toBe(0);
@@ -81,7 +100,10 @@ describe('execution.finalizeWith: finalize inside the host’s transaction in on
   test('after a commit that went through, a different answer changes nothing: the record stays completed', async () => {
     const { idem, backend } = setup();
     const execution = expectExecute(await idem.begin(post()));
-    await execution.finalizeWith(created(), (params) => backend.store.finalize(params));
+    await execution.finalizeWith(
+      created(),
+      inTransaction((params) => backend.store.finalize(params)),
+    );
     expect(await execution.finish({ status: 500, headers: {}, body: null })).toBe('finalized');
     expect(backend.only()?.response?.status).toBe(201);
   });

@@ -6,7 +6,7 @@ import {
   type StoredResponse,
 } from '@idem/core';
 import { describe, expect, test } from 'vitest';
-import { created, expectExecute, expectReplay, post, setup } from './support/coordinator.js';
+import { created, expectExecute, expectReplay, inTransaction, post, setup } from './support/coordinator.js';
 
 // Found by attacking issue 18 item 1 (a response the store cannot hold whole is kept down to its status) and
 // item 9 (a transactional finalize reported when it is durable).
@@ -54,7 +54,9 @@ describe('review: finalizeWith whose finalize threw is never reported finalized'
       // PostgreSQL after a failed statement: "current transaction is aborted, commands ignored …"
       throw new Error('current transaction is aborted');
     };
-    await expect(execution.finalizeWith(answer, finalize)).rejects.toThrow('current transaction is aborted');
+    await expect(execution.finalizeWith(answer, inTransaction(finalize))).rejects.toThrow(
+      'current transaction is aborted',
+    );
     expect(calls.map((r) => r.body === null)).toEqual([false, true]);
     // The host swallows the error and sends the answer it had: nothing was stored, so nothing is durable.
     expect(await execution.finish(answer)).toBe('released');
@@ -66,9 +68,12 @@ describe('review: finalizeWith whose finalize threw is never reported finalized'
     const { idem, events } = setup();
     const execution = expectExecute(await idem.begin(post()));
     await expect(
-      execution.finalizeWith(created(), () => {
-        throw new Error('connection lost');
-      }),
+      execution.finalizeWith(
+        created(),
+        inTransaction(() => {
+          throw new Error('connection lost');
+        }),
+      ),
     ).rejects.toThrow('connection lost');
     expect(await execution.finish(created())).toBe('released');
     expect(events.filter((e) => e.type === 'finalized')).toEqual([]);
@@ -78,9 +83,12 @@ describe('review: finalizeWith whose finalize threw is never reported finalized'
     const { idem, events } = setup();
     const execution = expectExecute(await idem.begin(post()));
     await expect(
-      execution.finalizeWith(answer, () => {
-        throw new IdemStoreLimitError('nothing fits');
-      }),
+      execution.finalizeWith(
+        answer,
+        inTransaction(() => {
+          throw new IdemStoreLimitError('nothing fits');
+        }),
+      ),
     ).rejects.toBeInstanceOf(IdemStoreLimitError);
     expect(await execution.finish({ status: 500, headers: {}, body: null })).toBe('released');
     expect(events.map((e) => e.type)).toEqual(['reserved', 'released']);
@@ -90,7 +98,10 @@ describe('review: finalizeWith whose finalize threw is never reported finalized'
   test('finalizeWith, then abort: released once; a second abort or finish changes nothing', async () => {
     const { idem, backend, events } = setup();
     const execution = expectExecute(await idem.begin(post()));
-    await execution.finalizeWith(answer, () => true); // written in a transaction that then rolled back
+    await execution.finalizeWith(
+      answer,
+      inTransaction(() => true),
+    ); // written in a transaction that then rolled back
     await Promise.all([execution.abort(), execution.abort(), execution.finish(answer)]);
     expect(events.map((e) => e.type)).toEqual(['reserved', 'released']);
     expect(backend.calls.filter((c) => c === 'release')).toHaveLength(1);

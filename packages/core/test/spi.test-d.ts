@@ -39,6 +39,20 @@ describe('the store SPI types', () => {
   });
 
   test('begin results are a closed union on action', () => {
-    expectTypeOf<BeginResult['action']>().toEqualTypeOf<'proceed' | 'execute' | 'replay' | 'reject'>();
+    expectTypeOf<BeginResult['action']>().toEqualTypeOf<
+      'proceed' | 'execute' | 'reserve-in-transaction' | 'replay' | 'reject'
+    >();
+  });
+
+  test('each begin action that runs the handler carries its own lifecycle', () => {
+    expectTypeOf<
+      Extract<BeginResult, { action: 'execute' }>['execution']['lifecycle']
+    >().toEqualTypeOf<'leased'>();
+    expectTypeOf<
+      Extract<BeginResult, { action: 'reserve-in-transaction' }>['execution']['lifecycle']
+    >().toEqualTypeOf<'transactional'>();
+    expectTypeOf<Extract<BeginResult, { action: 'execute' }>['execution']>().not.toHaveProperty(
+      'reserveWith',
+    );
   });
 });

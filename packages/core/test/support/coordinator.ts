@@ -2,10 +2,13 @@ import {
   type BeginResult,
   type CapturedResponse,
   createIdempotency,
-  type Execution,
+  type FinalizeParams,
   type IdempotencyEvent,
   type IdempotencyOptions,
   type IdempotentRequest,
+  type LeasedExecution,
+  type TransactionalExecution,
+  type TransactionalStore,
 } from '@idem/core';
 import { expect } from 'vitest';
 import { createTestStore, manualClock } from './test-store.js';
@@ -50,10 +53,31 @@ export function created(body: unknown = { id: 1 }): CapturedResponse {
   };
 }
 
-export function expectExecute(result: BeginResult): Execution {
+export function expectExecute(result: BeginResult): LeasedExecution {
   expect(result.action).toBe('execute');
   if (result.action !== 'execute') throw new Error('unreachable');
   return result.execution;
+}
+
+/** `begin` with `reserveIn: 'transaction'`: the execution the host reserves in its transaction. */
+export function expectPending(result: BeginResult): TransactionalExecution {
+  expect(result.action).toBe('reserve-in-transaction');
+  if (result.action !== 'reserve-in-transaction') throw new Error('unreachable');
+  return result.execution;
+}
+
+/**
+ * The host's transaction as a store, for `finalizeWith`: `finalize` is what its transaction's finalize does
+ * (write through to a store, fail, find another owner). A leased execution never reserves or releases
+ * through it.
+ */
+export function inTransaction(
+  finalize: (params: FinalizeParams) => boolean | Promise<boolean>,
+): TransactionalStore {
+  const unexpected = () => {
+    throw new Error('a leased execution only finalizes in the host’s transaction');
+  };
+  return { reserve: unexpected, finalize, release: unexpected };
 }
 
 export function expectReject(result: BeginResult, status: number, code: string) {
