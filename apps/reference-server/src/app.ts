@@ -1,10 +1,10 @@
 import Fastify, { type FastifyInstance } from 'fastify';
+import { notAuthorized } from './catalog/iceberg-error.js';
 import { MAX_BODY_BYTES, MAX_PATH_PARAMETER_CHARS } from './catalog/limits.js';
+import { stringifyLosslessJson } from './catalog/lossless-json.js';
 import { openWarehouse } from './catalog/warehouse.js';
 import type { ServerConfig } from './config.js';
 import type { CatalogDatabase } from './database/catalog-database.js';
-import { notAuthorized } from './errors.js';
-import { stringifyExactJson } from './exact-json.js';
 import { installDrain } from './http/drain.js';
 import { clientErrorHandler, frameworkErrors, installErrorHandling } from './http/errors.js';
 import { installJsonBodyParser } from './http/json-body.js';
@@ -12,11 +12,11 @@ import { guardLocations } from './http/location-guard.js';
 import { requireWellEncodedQuery } from './http/query-string.js';
 import { routeSchema } from './http/route-schemas.js';
 import { validatorCompiler } from './http/validator.js';
-import { registerIdempotency } from './idempotency.js';
+import { registerIdempotency } from './idempotency/plugin.js';
+import { startRecordPurge } from './idempotency/record-purge.js';
 import { installObservability, isOpenPath } from './observability/install.js';
 import { loggerOptions, readableLogs } from './observability/logger.js';
 import { keepReasons, OneLineRequests } from './observability/request-log.js';
-import { startRecordPurge } from './purge.js';
 import { catalogRoutes, ENDPOINTS } from './routes/catalog-routes.js';
 import { viewRoutes } from './routes/view-routes.js';
 
@@ -83,7 +83,7 @@ export async function buildApp(
   const observability = installObservability(app, config, db, readableLogs(config, logTo));
   installDrain(app);
   // Every object a route returns may hold longs past 2^53 as bigints, which JSON.stringify refuses.
-  app.setReplySerializer((payload) => stringifyExactJson(payload));
+  app.setReplySerializer((payload) => stringifyLosslessJson(payload));
   installErrorHandling(app);
   keepReasons(app);
   installJsonBodyParser(app);

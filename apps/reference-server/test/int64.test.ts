@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { parseExactJson } from '../src/exact-json.js';
+import { parseLosslessJson } from '../src/catalog/lossless-json.js';
 import { backends } from './support/databases.js';
 import { checkResponse } from './support/openapi.js';
 import { type Answer, call, type Node, newKey, schema, startNode } from './support/server.js';
@@ -33,7 +33,7 @@ const commitOf = (requirements: string[], updates: string[]) =>
 // biome-ignore lint/suspicious/noExplicitAny: tests read metadata field by field.
 type Json = any;
 /** An answer's body read with the catalog's own exact parser: longs past 2^53 are bigints. */
-const exact = (answer: Answer): Json => parseExactJson(answer.text, { maxDepth: 1024 });
+const exact = (answer: Answer): Json => parseLosslessJson(answer.text, { maxDepth: 1024 });
 /** `"field":digits` followed by the end of that value: the exact digits, not a prefix of longer ones. */
 const field = (name: string, digits: string) => new RegExp(`"${name}":${digits.replace('-', '\\-')}[,}\\]]`);
 

@@ -2,8 +2,8 @@ import { mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, test } from 'vitest';
+import { IcebergError } from '../src/catalog/iceberg-error.js';
 import { readJsonFile } from '../src/catalog/metadata-file.js';
-import { IcebergError } from '../src/errors.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'idem-metadata-file-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));

@@ -6,9 +6,9 @@ import type { IdempotencyEvent } from '@idem/core';
 import pino from 'pino';
 import pretty from 'pino-pretty';
 import { afterEach, describe, expect, test } from 'vitest';
+import { splitScope } from '../src/idempotency/scope.js';
 import { createAuditLog } from '../src/observability/audit-log.js';
 import { principalMasker } from '../src/observability/principal-mask.js';
-import { splitScope } from '../src/observability/scope.js';
 import { gate, type ObservedNode, startObservedNode } from './support/observed.js';
 import { call, newKey } from './support/server.js';
 

@@ -3,8 +3,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterAll, describe, expect, test } from 'vitest';
+import { IcebergError } from '../src/catalog/iceberg-error.js';
 import { confine, localPath } from '../src/catalog/paths.js';
-import { IcebergError } from '../src/errors.js';
 
 const base = realpathSync(mkdtempSync(join(tmpdir(), 'idem-paths-')));
 const warehouse = join(base, 'warehouse');

@@ -1,8 +1,8 @@
 import { constants } from 'node:fs';
 import { lstat, open } from 'node:fs/promises';
-import { badRequest, retryLater } from '../errors.js';
-import { JsonTextError, parseExactJson } from '../exact-json.js';
+import { badRequest, retryLater } from './iceberg-error.js';
 import { MAX_STORED_JSON_DEPTH } from './limits.js';
+import { JsonTextError, parseLosslessJson } from './lossless-json.js';
 
 export interface ReadLimits {
   /** Larger files are refused. */
@@ -64,7 +64,7 @@ export async function readJsonFile(path: string, field: string, limits: ReadLimi
     }
     try {
       // Exact: Iceberg's writers put 64-bit snapshot ids in these files.
-      return parseExactJson(text, { maxDepth: MAX_STORED_JSON_DEPTH });
+      return parseLosslessJson(text, { maxDepth: MAX_STORED_JSON_DEPTH });
     } catch (error) {
       if (!(error instanceof JsonTextError)) throw error;
       throw notMetadata(field, error.problem === 'syntax' ? 'not JSON' : `JSON that ${error.message}`);

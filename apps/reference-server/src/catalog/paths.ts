@@ -1,7 +1,7 @@
 import { realpath } from 'node:fs/promises';
 import { basename, dirname, isAbsolute, join, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { badRequest, IcebergError } from '../errors.js';
+import { badRequest, IcebergError } from './iceberg-error.js';
 import { localPathProblem, locationProblem } from './limits.js';
 
 /**

@@ -1,8 +1,8 @@
 import { sep } from 'node:path';
 import { sql } from 'drizzle-orm';
 import type { Executor, LockMode, Row } from '../database/executor.js';
-import { parseExactJson, stringifyExactJson } from '../exact-json.js';
 import { MAX_STORED_JSON_DEPTH } from './limits.js';
+import { parseLosslessJson, stringifyLosslessJson } from './lossless-json.js';
 
 /** Multipart namespaces are stored joined by the unit separator, as the REST spec writes them in paths. */
 export const SEPARATOR = '\u001f';
@@ -28,7 +28,7 @@ export interface NewEntity extends Entity {
 const text = (value: unknown): string => (Buffer.isBuffer(value) ? value.toString('utf8') : String(value));
 
 // Metadata is stored as JSON text, its longs as exact digits (a bigint past 2^53), and read back the same way.
-const fromColumn = (value: unknown) => parseExactJson(text(value), { maxDepth: MAX_STORED_JSON_DEPTH });
+const fromColumn = (value: unknown) => parseLosslessJson(text(value), { maxDepth: MAX_STORED_JSON_DEPTH });
 
 const toEntity = (row: Row): Entity => ({
   kind: text(row.kind) as EntityKind,
@@ -65,7 +65,7 @@ export async function listNamespaces(ex: Executor, prefix: string): Promise<stri
 
 export async function insertNamespace(ex: Executor, prefix: string, namespace: string, properties: object) {
   await ex.run(
-    sql`INSERT INTO catalog_namespaces (prefix, namespace, properties) VALUES (${prefix}, ${namespace}, ${stringifyExactJson(properties)})`,
+    sql`INSERT INTO catalog_namespaces (prefix, namespace, properties) VALUES (${prefix}, ${namespace}, ${stringifyLosslessJson(properties)})`,
   );
 }
 
@@ -76,7 +76,7 @@ export async function setNamespaceProperties(
   properties: object,
 ) {
   return ex.run(
-    sql`UPDATE catalog_namespaces SET properties = ${stringifyExactJson(properties)} WHERE prefix = ${prefix} AND namespace = ${namespace}`,
+    sql`UPDATE catalog_namespaces SET properties = ${stringifyLosslessJson(properties)} WHERE prefix = ${prefix} AND namespace = ${namespace}`,
   );
 }
 

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { badRequest, commitFailed } from '../errors.js';
+import { badRequest, commitFailed } from './iceberg-error.js';
 import { idsOf } from './id-set.js';
 import { MAX_PARTITION_SPECS, MAX_SCHEMAS, MAX_SORT_ORDERS } from './limits.js';
 import { addLongs, isLong, type Long, maxLong, sameLong } from './long.js';

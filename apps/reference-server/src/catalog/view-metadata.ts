@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { badRequest, commitFailed } from '../errors.js';
+import { badRequest, commitFailed } from './iceberg-error.js';
 import { idsOf } from './id-set.js';
 import { MAX_SCHEMAS, MAX_VIEW_VERSIONS } from './limits.js';
 

@@ -2,8 +2,7 @@ import { createHash, randomUUID } from 'node:crypto';
 import { mkdir, realpath, rm, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { badRequest, retryLater } from '../errors.js';
-import { stringifyExactJson } from '../exact-json.js';
+import { badRequest, retryLater } from './iceberg-error.js';
 import {
   MAX_LOCATION_BYTES,
   MAX_NAME_BYTES,
@@ -11,6 +10,7 @@ import {
   MAX_PREFIX_BYTES,
   nameProblem,
 } from './limits.js';
+import { stringifyLosslessJson } from './lossless-json.js';
 import { type ReadLimits, readJsonFile } from './metadata-file.js';
 import { confine, isWithin, localPath, outside } from './paths.js';
 
@@ -55,7 +55,7 @@ export interface Warehouse {
    * to is harmless.
    */
   writeMetadata(location: string, version: number, text: string): Promise<string>;
-  /** Read a metadata file (bounded in size and time), parsed as JSON with exact longs (exact-json.ts). */
+  /** Read a metadata file (bounded in size and time), parsed as JSON with exact longs (lossless-json.ts). */
   readMetadata(metadataLocation: string, field: string, deadline?: number): Promise<unknown>;
   /** Delete a table's directory (drop with purge): never the warehouse itself, never outside it. */
   purge(location: string): Promise<void>;
@@ -100,7 +100,7 @@ export async function openWarehouse(options: WarehouseOptions): Promise<Warehous
     pathOf: (location, field) => confine(root, location, { field }),
     encode(metadata) {
       // Longs as exact digits (never strings, never rounded), as Iceberg's own writers do.
-      const text = stringifyExactJson(metadata);
+      const text = stringifyLosslessJson(metadata);
       const bytes = Buffer.byteLength(text, 'utf8');
       if (bytes > limits.maxBytes)
         throw badRequest(

@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import { retryLater } from '../errors.js';
+import { retryLater } from '../catalog/iceberg-error.js';
 import { sendError } from './errors.js';
 
 declare module 'fastify' {

@@ -1,8 +1,8 @@
 import type { Socket } from 'node:net';
 import { isIdemError } from '@idem/core';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { IcebergError } from '../catalog/iceberg-error.js';
 import { databaseErrorKind } from '../database/error-kind.js';
-import { IcebergError } from '../errors.js';
 
 /** The Iceberg error type of each status the catalog answers with (the idempotency layer's answers too). */
 export const ERROR_TYPES: Readonly<Record<number, string>> = {

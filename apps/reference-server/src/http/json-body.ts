@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
+import { badRequest } from '../catalog/iceberg-error.js';
 import { MAX_BODY_BYTES, MAX_JSON_DEPTH, textProblem } from '../catalog/limits.js';
-import { badRequest } from '../errors.js';
-import { JsonTextError, parseExactJson } from '../exact-json.js';
+import { JsonTextError, parseLosslessJson } from '../catalog/lossless-json.js';
 
 /** Where a number beyond a double's range was (1e400): reported with its place once the body is parsed. */
 const BEYOND_RANGE = Symbol('a number beyond the range of a double');
@@ -50,7 +50,7 @@ function problemOf(value: unknown, path: (string | number)[]): string | undefine
  * Parse JSON bodies strictly, before any validation or idempotency key: the bytes must be UTF-8 (never
  * replaced by U+FFFD, which would make two different bodies equal), the text JSON, the value within the limits
  * above. Each failure is a 400 that says which. Numbers keep their exact value: an integer past 2^53 (a snapshot
- * id of the Java client) is a bigint (see exact-json.ts).
+ * id of the Java client) is a bigint (see catalog/lossless-json.ts).
  */
 export function installJsonBodyParser(app: FastifyInstance) {
   const decoder = new TextDecoder('utf-8', { fatal: true });
@@ -70,7 +70,7 @@ export function installJsonBodyParser(app: FastifyInstance) {
       try {
         // The parser is recursive: text nesting deeper than problemOf allows (a container one level below the
         // deepest value it takes) never reaches it.
-        value = parseExactJson(text, { maxDepth: MAX_JSON_DEPTH + 1, beyondRange: () => BEYOND_RANGE });
+        value = parseLosslessJson(text, { maxDepth: MAX_JSON_DEPTH + 1, beyondRange: () => BEYOND_RANGE });
       } catch (error) {
         const depth = error instanceof JsonTextError && error.problem === 'depth';
         return done(

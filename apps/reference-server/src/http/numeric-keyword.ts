@@ -4,7 +4,7 @@ import { INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN } from '../catalog/limits.js
 /**
  * `numeric: {...}`: what the spec's `type: integer` and `type: number` become in a JSON body's schema (see
  * json-schema.ts). ajv's `type` knows no bigint, and a body holds every integer past 2^53 as one (see
- * exact-json.ts): this keyword takes the place of `type` for numbers and checks the exact value.
+ * catalog/lossless-json.ts): this keyword takes the place of `type` for numbers and checks the exact value.
  */
 export interface NumericSchema {
   /** The integer's width: `int64` where the spec says `format: int64`, else `int32`. Absent: any number. */

@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import { badRequest } from '../errors.js';
+import { badRequest } from '../catalog/iceberg-error.js';
 
 /** Whether every name and value of a raw query string percent-decodes to valid UTF-8. */
 function isWellEncoded(query: string): boolean {

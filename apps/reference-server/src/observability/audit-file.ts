@@ -1,10 +1,10 @@
 import type { FastifyInstance } from 'fastify';
 import pino from 'pino';
 import type { ServerConfig } from '../config.js';
+import { splitScope } from '../idempotency/scope.js';
 import { type AuditSink, createAuditLog } from './audit-log.js';
 import { readableLogs, traceFields } from './logger.js';
 import { principalMasker } from './principal-mask.js';
-import { splitScope } from './scope.js';
 
 /**
  * The audit log's listener: lines go to the server log, or with `AUDIT_LOG_FILE` to their own file (JSON

@@ -1,11 +1,17 @@
 import type { FastifyPluginAsync, FastifyRequest } from 'fastify';
+import {
+  alreadyExists,
+  badRequest,
+  IcebergError,
+  noSuchNamespace,
+  noSuchTable,
+} from '../catalog/iceberg-error.js';
 import { ancestorsOf } from '../catalog/paths.js';
 import * as repo from '../catalog/repository.js';
 import { SEPARATOR } from '../catalog/repository.js';
 import { newTableMetadata } from '../catalog/table-metadata.js';
 import type { Warehouse } from '../catalog/warehouse.js';
 import type { CatalogDatabase } from '../database/catalog-database.js';
-import { alreadyExists, badRequest, IcebergError, noSuchNamespace, noSuchTable } from '../errors.js';
 import { registration, renameHandler } from './entity-ops.js';
 import {
   body,

@@ -1,11 +1,11 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
+import { alreadyExists, badRequest, noSuchTable, noSuchView } from '../catalog/iceberg-error.js';
 import * as repo from '../catalog/repository.js';
 import { type EntityKind, SEPARATOR } from '../catalog/repository.js';
 import { registeredTableMetadata } from '../catalog/table-metadata.js';
 import { registeredViewMetadata } from '../catalog/view-metadata.js';
 import type { Warehouse } from '../catalog/warehouse.js';
 import type { CatalogDatabase } from '../database/catalog-database.js';
-import { alreadyExists, badRequest, noSuchTable, noSuchView } from '../errors.js';
 import { documentProblem } from '../http/validator.js';
 import { body, identifier, type Params, requireNamespace } from './parse.js';
 import { mutate } from './respond.js';

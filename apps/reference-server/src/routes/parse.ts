@@ -1,9 +1,9 @@
 import type { FastifyRequest } from 'fastify';
+import { badRequest, noSuchNamespace } from '../catalog/iceberg-error.js';
 import { MAX_UPDATES_PER_COMMIT } from '../catalog/limits.js';
 import * as repo from '../catalog/repository.js';
 import { SEPARATOR } from '../catalog/repository.js';
 import type { Executor, LockMode } from '../database/executor.js';
-import { badRequest, noSuchNamespace } from '../errors.js';
 
 export type Params = { prefix?: string; namespace?: string; table?: string };
 

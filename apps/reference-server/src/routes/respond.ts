@@ -8,13 +8,13 @@ declare module 'fastify' {
 }
 
 import { sql } from 'drizzle-orm';
+import { IcebergError, retryLater } from '../catalog/iceberg-error.js';
+import { stringifyLosslessJson } from '../catalog/lossless-json.js';
 import type { CatalogDatabase } from '../database/catalog-database.js';
 import { CommitOutcomeUnknown } from '../database/deadline.js';
 import type { Executor } from '../database/executor.js';
-import { IcebergError, retryLater } from '../errors.js';
-import { stringifyExactJson } from '../exact-json.js';
 import { toIcebergError } from '../http/errors.js';
-import { type RenderedAnswer, storedAnswer } from '../idempotency.js';
+import { type RenderedAnswer, storedAnswer } from '../idempotency/stored-answer.js';
 
 /** A catalog answer: a status and an optional JSON body, sent exactly as it is stored for replay. */
 export interface Answer {
@@ -31,7 +31,7 @@ export const JSON_TYPE = 'application/json; charset=utf-8';
 
 function render(answer: Answer): RenderedAnswer {
   // Longs as exact digits: the stored replay carries the very text the first answer had.
-  const body = answer.body === undefined ? null : stringifyExactJson(answer.body);
+  const body = answer.body === undefined ? null : stringifyLosslessJson(answer.body);
   return { status: answer.status, headers: body === null ? {} : { 'content-type': JSON_TYPE }, body };
 }
 
@@ -78,7 +78,7 @@ export async function mutate(
   const execution = request.idempotency;
   const outcome = await db
     .transaction(async (tx) => {
-      // A replay is rebuilt from the catalog as it is now (idempotency.ts), read in this same transaction.
+      // A replay is rebuilt from the catalog as it is now (idempotency/replay.ts), read in this same transaction.
       request.transaction = tx;
       const reservation = await execution?.reserveWith(tx.idempotency);
       // A refusal rolls back: after a lock wait that ran out, PostgreSQL accepts nothing more in it anyway.

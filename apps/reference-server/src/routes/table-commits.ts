@@ -1,5 +1,6 @@
 import { basename, dirname, join } from 'node:path';
 import type { FastifyReply, FastifyRequest } from 'fastify';
+import { badRequest, ConcurrentChange, noSuchTable } from '../catalog/iceberg-error.js';
 import { MAX_TABLE_CHANGES } from '../catalog/limits.js';
 import { ancestorsOf } from '../catalog/paths.js';
 import * as repo from '../catalog/repository.js';
@@ -8,7 +9,6 @@ import { applyUpdates, checkRequirements, type TableMetadata } from '../catalog/
 import type { Warehouse } from '../catalog/warehouse.js';
 import type { CatalogDatabase } from '../database/catalog-database.js';
 import type { Executor } from '../database/executor.js';
-import { badRequest, ConcurrentChange, noSuchTable } from '../errors.js';
 import { body, checkUpdateCount, identifier, namespaceOf, type Params } from './parse.js';
 import { type Answer, mutate } from './respond.js';
 

@@ -1,4 +1,11 @@
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
+import {
+  alreadyExists,
+  badRequest,
+  commitFailed,
+  noSuchNamespace,
+  noSuchView,
+} from '../catalog/iceberg-error.js';
 import * as repo from '../catalog/repository.js';
 import {
   applyViewUpdates,
@@ -8,7 +15,6 @@ import {
 } from '../catalog/view-metadata.js';
 import type { Warehouse } from '../catalog/warehouse.js';
 import type { CatalogDatabase } from '../database/catalog-database.js';
-import { alreadyExists, badRequest, commitFailed, noSuchNamespace, noSuchView } from '../errors.js';
 import { registration, renameHandler } from './entity-ops.js';
 import { body, checkUpdateCount, loadResult, namespaceOf, requireNamespace } from './parse.js';
 import { mutate } from './respond.js';

@@ -1,7 +1,7 @@
 import { type IdempotencyEventListener, startPurgeScheduler } from '@idem/core';
 import type { FastifyInstance } from 'fastify';
-import type { ServerConfig } from './config.js';
-import type { CatalogDatabase } from './database/catalog-database.js';
+import type { ServerConfig } from '../config.js';
+import type { CatalogDatabase } from '../database/catalog-database.js';
 
 /**
  * Delete expired idempotency records periodically, in batches, until the server closes. Every node runs it:

@@ -1,7 +1,12 @@
 import { describe, expect, test } from 'vitest';
-import { exactNumber, JsonTextError, parseExactJson, stringifyExactJson } from '../src/exact-json.js';
+import {
+  exactNumber,
+  JsonTextError,
+  parseLosslessJson,
+  stringifyLosslessJson,
+} from '../src/catalog/lossless-json.js';
 
-const parse = (text: string) => parseExactJson(text, { maxDepth: 64 });
+const parse = (text: string) => parseLosslessJson(text, { maxDepth: 64 });
 
 describe('a number is the value its text denotes', () => {
   test.each([
@@ -101,7 +106,7 @@ describe('parsing', () => {
   test('a number beyond a double fails the parse, unless the caller marks where it is', () => {
     expect(() => parse('{"a":1e400}')).toThrow(expect.objectContaining({ problem: 'range' }));
     const marker = Symbol('here');
-    expect(parseExactJson('{"a":[1e400]}', { maxDepth: 8, beyondRange: () => marker })).toEqual({
+    expect(parseLosslessJson('{"a":[1e400]}', { maxDepth: 8, beyondRange: () => marker })).toEqual({
       a: [marker],
     });
   });
@@ -109,11 +114,11 @@ describe('parsing', () => {
 
 describe('writing', () => {
   test('bigints as their digits, never strings; the text of a Java metadata document round-trips', () => {
-    expect(stringifyExactJson({ a: 5938174936372637279n, b: -(2n ** 63n), c: 1.5, d: 'x' })).toBe(
+    expect(stringifyLosslessJson({ a: 5938174936372637279n, b: -(2n ** 63n), c: 1.5, d: 'x' })).toBe(
       '{"a":5938174936372637279,"b":-9223372036854775808,"c":1.5,"d":"x"}',
     );
     const text =
       '{"current-snapshot-id":5938174936372637279,"refs":{"main":{"snapshot-id":9223372036854775807,"type":"branch"}},"snapshots":[{"snapshot-id":-9223372036854775808,"timestamp-ms":1700000000000}],"s":"é\\"","f":0.1}';
-    expect(stringifyExactJson(parse(text))).toBe(text);
+    expect(stringifyLosslessJson(parse(text))).toBe(text);
   });
 });

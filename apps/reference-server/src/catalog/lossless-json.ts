@@ -86,7 +86,7 @@ function nestsDeeper(text: string, max: number): boolean {
 }
 
 /** Parse JSON text with exact numbers (see above). Throws a {@link JsonTextError}, whose message never quotes the text. */
-export function parseExactJson(text: string, options: ParseOptions): unknown {
+export function parseLosslessJson(text: string, options: ParseOptions): unknown {
   if (nestsDeeper(text, options.maxDepth))
     throw new JsonTextError('depth', `nests deeper than ${options.maxDepth} levels`);
   const parseNumber = (token: string) => {
@@ -106,7 +106,7 @@ export function parseExactJson(text: string, options: ParseOptions): unknown {
 }
 
 /** JSON text of a value, bigints as their digits. */
-export function stringifyExactJson(value: unknown): string {
+export function stringifyLosslessJson(value: unknown): string {
   const text = stringify(value);
   if (text === undefined) throw new TypeError('the value has no JSON text');
   return text;
