@@ -72,7 +72,7 @@ const finishes = {
   },
   'roll-back': {
     on: 'finish',
-    does: 'another answer (or an abort) after the write: the transaction failed, so release the key (owner-fenced, a no-op if the commit went through)',
+    does: 'another answer after the write, or any answer after a write that threw: the transaction failed, so release the key (owner-fenced: a commit that went through stays, and a reservation its rollback took is gone already)',
   },
 } as const;
 
@@ -91,12 +91,7 @@ export const LEASED = {
   'lost-at-write': { from: ['written'], to: 'settled', ...finishes['lost-at-write'] },
   'write-threw': { from: ['written'], to: 'write-failed', ...finishes['write-threw'] },
   commit: { from: ['written'], to: 'settled', ...finishes.commit },
-  'roll-back': {
-    from: ['written', 'write-failed'],
-    to: 'settled',
-    ...finishes['roll-back'],
-    on: 'finish',
-  },
+  'roll-back': { from: ['written', 'write-failed'], to: 'settled', ...finishes['roll-back'] },
   'abort-after-write': {
     from: ['written', 'write-failed'],
     on: 'abort',

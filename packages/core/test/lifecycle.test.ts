@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import {
   type CapturedResponse,
   type ExecutionState,
@@ -313,6 +314,18 @@ describe('the transactional lifecycle (reserveIn: transaction): every transition
   test.each(Object.keys(TRANSACTIONAL))('%s', (name) =>
     transactionalWalks[name as keyof typeof TRANSACTIONAL](),
   );
+});
+
+describe('design.md shows the tables as the code has them', () => {
+  const design = readFileSync(new URL('../../../docs/design.md', import.meta.url), 'utf8');
+  const row = (name: string, { from, on, to, does }: (typeof LEASED)[keyof typeof LEASED]) =>
+    `| \`${name}\` | ${from.map((state) => `\`${state}\``).join(', ')} | \`${on}\` | \`${to}\` | ${does} |`;
+  test.each([
+    ['leased', LEASED],
+    ['transactional', TRANSACTIONAL],
+  ] as const)('%s', (_name, table) => {
+    for (const [name, transition] of Object.entries(table)) expect(design).toContain(row(name, transition));
+  });
 });
 
 describe('calls that are no transition', () => {
