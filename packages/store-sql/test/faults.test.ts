@@ -1,13 +1,11 @@
 import { createIdempotency, ErrorCode } from '@idem/core';
-import { createSqlStore, ensureSchema } from '@idem/store-sql';
-import { sql } from 'drizzle-orm';
-import { drizzle as mysqlDrizzle } from 'drizzle-orm/mysql2';
+import { createSqlStore } from '@idem/store-sql';
 import { drizzle as pgDrizzle } from 'drizzle-orm/node-postgres';
 import mysql from 'mysql2/promise';
 import pg from 'pg';
 import { v7 } from 'uuid';
 import { describe, expect, test } from 'vitest';
-import { MYSQL_URL, mysqlUp, PG_URL, pgUp, uniqueTable } from './support/backends.js';
+import { MYSQL_URL, mysqlTable, mysqlUp, PG_URL, pgTable, pgUp } from './support/backends.js';
 import { reserveParamsIn } from './support/params.js';
 
 const reserveParams = (key: string) => reserveParamsIn('faults', key);
@@ -18,12 +16,8 @@ const reserveParams = (key: string) => reserveParamsIn('faults', key);
  */
 describe.runIf(await pgUp())('PostgreSQL: a backend killed mid-call', () => {
   test('pg_terminate_backend surfaces as an error; the next call on the same pool succeeds', async () => {
-    const table = uniqueTable();
-    const pool = new pg.Pool({ connectionString: PG_URL, max: 1 });
+    const { table, pool, store, drop } = await pgTable(1);
     pool.on('error', () => {}); // the idle client of a killed backend reports here; the pool drops it
-    const db = pgDrizzle(pool);
-    await ensureSchema(db, { dialect: 'postgres', table });
-    const store = createSqlStore(db, { dialect: 'postgres', table });
     const locker = new pg.Client({ connectionString: PG_URL });
     await locker.connect();
     try {
@@ -50,8 +44,7 @@ describe.runIf(await pgUp())('PostgreSQL: a backend killed mid-call', () => {
       expect((await store.load({ scope: 'faults', key }))?.fingerprint).toBe('f');
     } finally {
       await locker.end();
-      await db.execute(sql`DROP TABLE IF EXISTS ${sql.identifier(table)}`);
-      await pool.end();
+      await drop();
     }
   });
 
@@ -78,11 +71,7 @@ describe.runIf(await pgUp())('PostgreSQL: a backend killed mid-call', () => {
 
 describe.runIf(await mysqlUp())('MariaDB: a connection killed mid-call', () => {
   test('KILL surfaces as an error; the next call on the same pool succeeds', async () => {
-    const table = uniqueTable();
-    const pool = mysql.createPool({ uri: MYSQL_URL, connectionLimit: 1 });
-    const db = mysqlDrizzle(pool);
-    await ensureSchema(db, { dialect: 'mysql', table });
-    const store = createSqlStore(db, { dialect: 'mysql', table });
+    const { table, pool, store, drop } = await mysqlTable(1);
     const locker = await mysql.createConnection({ uri: MYSQL_URL });
     try {
       const key = v7();
@@ -103,8 +92,7 @@ describe.runIf(await mysqlUp())('MariaDB: a connection killed mid-call', () => {
       expect((await store.reserve(reserveParams(key))).outcome).toBe('exists');
     } finally {
       await locker.end();
-      await db.execute(sql`DROP TABLE IF EXISTS ${sql.identifier(table)}`);
-      await pool.end();
+      await drop();
     }
   });
 });

@@ -2,20 +2,16 @@ import { randomUUID } from 'node:crypto';
 import { createIdempotency, ErrorCode, IdemStoreLimitError, isStoreLimitError } from '@idem/core';
 import { createSqlStore, ensureSchema } from '@idem/store-sql';
 import Database from 'better-sqlite3';
-import { sql } from 'drizzle-orm';
 import { drizzle } from 'drizzle-orm/better-sqlite3';
-import { drizzle as mysqlDrizzle } from 'drizzle-orm/mysql2';
-import mysql from 'mysql2/promise';
 import { v7 } from 'uuid';
 import { describe, expect, test } from 'vitest';
 import {
-  MYSQL_URL,
   makeMysqlStore,
   makePgStore,
   makeSqliteMemoryStore,
+  mysqlTable,
   mysqlUp,
   pgUp,
-  uniqueTable,
 } from './support/backends.js';
 
 const nowMs = Date.UTC(2030, 0, 1);
@@ -76,18 +72,13 @@ describe('values the table cannot hold are refused, never truncated', () => {
 
 describe.runIf(await mysqlUp())('MariaDB keeps keys exact', () => {
   test('keys differing only in case, accents or trailing space are different records', async () => {
-    const table = uniqueTable();
-    const pool = mysql.createPool({ uri: MYSQL_URL, connectionLimit: 2 });
-    const db = mysqlDrizzle(pool);
-    await ensureSchema(db, { dialect: 'mysql', table });
-    const store = createSqlStore(db, { dialect: 'mysql', table });
+    const { store, drop } = await mysqlTable(2);
     try {
       for (const key of ['Key-a', 'key-a', 'kéy-a', 'key-a ']) {
         expect((await store.reserve(params({ key }))).outcome, key).toBe('reserved');
       }
     } finally {
-      await db.execute(sql`DROP TABLE IF EXISTS ${sql.identifier(table)}`);
-      await pool.end();
+      await drop();
     }
   });
 });

@@ -51,14 +51,57 @@ export const mysqlUp = () =>
     await connection.end();
   });
 
-/** A fresh table on PostgreSQL; `connect` opens a second pool on the same table, as another node would. */
-export async function makePgStore(): Promise<StoreUnderTest> {
+/** The tables `table` and `also` (a test's own), for one DROP statement. */
+const tables = (table: string, also: readonly string[]) =>
+  sql.join(
+    [table, ...also].map((name) => sql.identifier(name)),
+    sql`, `,
+  );
+
+/**
+ * A fresh table of records on PostgreSQL over a node-postgres pool of `max` connections, and its store;
+ * `drop` drops it (and `also`, tables of the test's own) and ends the pool.
+ */
+export async function pgTable(max: number) {
   const table = uniqueTable();
-  const pool = new pg.Pool({ connectionString: PG_URL, max: 4 });
+  const pool = new pg.Pool({ connectionString: PG_URL, max });
   const db = pgDrizzle(pool);
   await ensureSchema(db, { dialect: 'postgres', table });
   return {
+    table,
+    pool,
+    db,
     store: createSqlStore(db, { dialect: 'postgres', table }),
+    async drop(...also: string[]) {
+      await db.execute(sql`DROP TABLE IF EXISTS ${tables(table, also)}`);
+      await pool.end();
+    },
+  };
+}
+
+/** The same on MariaDB/MySQL, over a mysql2 pool of `connectionLimit` connections. */
+export async function mysqlTable(connectionLimit: number) {
+  const table = uniqueTable();
+  const pool = mysql.createPool({ uri: MYSQL_URL, connectionLimit });
+  const db = mysqlDrizzle(pool);
+  await ensureSchema(db, { dialect: 'mysql', table });
+  return {
+    table,
+    pool,
+    db,
+    store: createSqlStore(db, { dialect: 'mysql', table }),
+    async drop(...also: string[]) {
+      await db.execute(sql`DROP TABLE IF EXISTS ${tables(table, also)}`);
+      await pool.end();
+    },
+  };
+}
+
+/** A fresh table on PostgreSQL; `connect` opens a second pool on the same table, as another node would. */
+export async function makePgStore(): Promise<StoreUnderTest> {
+  const { table, store, drop } = await pgTable(4);
+  return {
+    store,
     async connect() {
       const other = new pg.Pool({ connectionString: PG_URL, max: 4 });
       return {
@@ -66,10 +109,7 @@ export async function makePgStore(): Promise<StoreUnderTest> {
         close: () => other.end(),
       };
     },
-    async cleanup() {
-      await db.execute(sql`DROP TABLE IF EXISTS ${sql.identifier(table)}`);
-      await pool.end();
-    },
+    cleanup: () => drop(),
   };
 }
 
@@ -98,21 +138,17 @@ export async function makePostgresJsStore(): Promise<StoreUnderTest> {
 /** A fresh table on MariaDB/MySQL, with a second pool per `connect`. */
 export function makeMysqlStore() {
   return async (): Promise<StoreUnderTest> => {
-    const table = uniqueTable();
-    const pool = mysql.createPool({ uri: MYSQL_URL, connectionLimit: 4 });
-    const db = mysqlDrizzle(pool);
-    await ensureSchema(db, { dialect: 'mysql', table });
-    const storeOptions = { dialect: 'mysql' as const, table };
+    const { table, store, drop } = await mysqlTable(4);
     return {
-      store: createSqlStore(db, storeOptions),
+      store,
       async connect() {
         const other = mysql.createPool({ uri: MYSQL_URL, connectionLimit: 4 });
-        return { ...createSqlStore(mysqlDrizzle(other), storeOptions), close: () => other.end() };
+        return {
+          ...createSqlStore(mysqlDrizzle(other), { dialect: 'mysql', table }),
+          close: () => other.end(),
+        };
       },
-      async cleanup() {
-        await db.execute(sql`DROP TABLE IF EXISTS ${sql.identifier(table)}`);
-        await pool.end();
-      },
+      cleanup: () => drop(),
     };
   };
 }
