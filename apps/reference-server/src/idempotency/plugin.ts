@@ -28,7 +28,7 @@ export async function registerIdempotency(
     graceMs: config.idempotency.graceMs,
     leaseMs: config.idempotency.leaseMs,
     methods: ['POST', 'DELETE'],
-    // Each mutation reserves its key in its own catalog transaction (routes/respond.ts): one transaction per
+    // Each mutation reserves its key in its own catalog transaction (mutate.ts): one transaction per
     // request, duplicates wait on the record's row, and a crash rolls the reservation back.
     reserveIn: 'transaction',
     // The spec declares 400, not 422, for every operation; Iceberg's Java client retries 503 with the same

@@ -1,15 +1,9 @@
 import type { StoredResponse } from '@idem/core';
 import { MAX_STORED_JSON_DEPTH } from '../catalog/limits.js';
 import { parseLosslessJson, stringifyLosslessJson } from '../catalog/lossless-json.js';
+import type { RenderedAnswer } from '../http/answer.js';
 
 type Json = Record<string, unknown>;
-
-/** An answer as mutations render it for the client and for the idempotency record (see routes/respond.ts). */
-export interface RenderedAnswer {
-  readonly status: number;
-  readonly headers: Record<string, string>;
-  readonly body: string | null;
-}
 
 /**
  * A metadata answer: a LoadTableResult / LoadViewResult (create, register, replace: `config` included) or a

@@ -12,6 +12,8 @@ import { SEPARATOR } from '../catalog/repository.js';
 import { newTableMetadata } from '../catalog/table-metadata.js';
 import type { Warehouse } from '../catalog/warehouse.js';
 import type { CatalogDatabase } from '../database/catalog-database.js';
+import { send } from '../http/answer.js';
+import { mutate } from '../idempotency/mutate.js';
 import { registration, renameHandler } from './entity-ops.js';
 import {
   body,
@@ -22,7 +24,6 @@ import {
   requireNamespace,
   stringMap,
 } from './parse.js';
-import { mutate, send } from './respond.js';
 import { commitTableHandler, commitTransactionHandler } from './table-commits.js';
 
 export const catalogRoutes: FastifyPluginAsync<{ db: CatalogDatabase; warehouse: Warehouse }> = async (
@@ -61,7 +62,7 @@ export const catalogRoutes: FastifyPluginAsync<{ db: CatalogDatabase; warehouse:
     }
     const parts = namespaceParts((input.namespace as unknown[]).map(String).join(SEPARATOR));
     const properties = stringMap(input.properties, 'properties');
-    return mutate(request, reply, db, async (tx) => {
+    return mutate(reply, db, async (tx) => {
       const key = parts.join(SEPARATOR);
       if ((await repo.getNamespace(tx, prefix, key)) !== undefined)
         throw alreadyExists(`Namespace ${parts.join('.')}`);
@@ -91,7 +92,7 @@ export const catalogRoutes: FastifyPluginAsync<{ db: CatalogDatabase; warehouse:
 
   app.delete('/namespaces/:namespace', async (request, reply) => {
     const { prefix, parts, key } = namespaceOf(request);
-    return mutate(request, reply, db, async (tx) => {
+    return mutate(reply, db, async (tx) => {
       // Locked until the drop commits: nothing can be created in it meanwhile (creates share-lock it).
       await requireNamespace(tx, prefix, key, 'update');
       if (!(await repo.namespaceIsEmpty(tx, prefix, key))) {
@@ -123,7 +124,7 @@ export const catalogRoutes: FastifyPluginAsync<{ db: CatalogDatabase; warehouse:
         `properties both updated and removed: ${both.join(', ')}`,
       );
     }
-    return mutate(request, reply, db, async (tx) => {
+    return mutate(reply, db, async (tx) => {
       const properties = { ...(await requireNamespace(tx, prefix, key, 'update')) };
       const removed = removals.filter((r) => Object.hasOwn(properties, r));
       const missing = removals.filter((r) => !Object.hasOwn(properties, r));
@@ -157,7 +158,7 @@ export const catalogRoutes: FastifyPluginAsync<{ db: CatalogDatabase; warehouse:
       await requireNamespace(db.until(request.deadline), prefix, key);
       return send(reply, { status: 200, body: { metadata, config: {} } });
     }
-    return mutate(request, reply, db, async (tx) => {
+    return mutate(reply, db, async (tx) => {
       // Share-locked until the table is in: a concurrent drop of the namespace waits, then finds it not empty.
       await requireNamespace(tx, prefix, key, 'share');
       if ((await repo.getEntity(tx, prefix, key, name)) !== undefined)
@@ -202,7 +203,7 @@ export const catalogRoutes: FastifyPluginAsync<{ db: CatalogDatabase; warehouse:
   app.post('/namespaces/:namespace/tables/:table/unregister', async (request, reply) => {
     const { prefix, parts, key } = namespaceOf(request);
     const table = (request.params as Params).table as string;
-    return mutate(request, reply, db, async (tx) => {
+    return mutate(reply, db, async (tx) => {
       const entity = await repo.getEntity(tx, prefix, key, table);
       if (entity === undefined || entity.kind !== 'table') throw noSuchTable([...parts, table].join('.'));
       await repo.deleteEntity(tx, prefix, key, table, 'table');
@@ -219,7 +220,6 @@ export const catalogRoutes: FastifyPluginAsync<{ db: CatalogDatabase; warehouse:
     const purge = (request.query as { purgeRequested?: boolean }).purgeRequested === true;
     let location: string | undefined;
     return mutate(
-      request,
       reply,
       db,
       async (tx) => {
@@ -255,7 +255,7 @@ export const catalogRoutes: FastifyPluginAsync<{ db: CatalogDatabase; warehouse:
   app.post('/namespaces/:namespace/register', async (request, reply) => {
     const { prefix, parts, key } = namespaceOf(request);
     const { name, metadataLocation, overwrite, read } = registration(request, warehouse, 'table');
-    return mutate(request, reply, db, async (tx) => {
+    return mutate(reply, db, async (tx) => {
       const { metadata, path } = await read();
       await requireNamespace(tx, prefix, key, 'share');
       // Locked: an overwrite replaces exactly the table it found.

@@ -7,8 +7,8 @@ import { registeredViewMetadata } from '../catalog/view-metadata.js';
 import type { Warehouse } from '../catalog/warehouse.js';
 import type { CatalogDatabase } from '../database/catalog-database.js';
 import { documentProblem } from '../http/validator.js';
+import { mutate } from '../idempotency/mutate.js';
 import { body, identifier, type Params, requireNamespace } from './parse.js';
-import { mutate } from './respond.js';
 
 const LABEL: Record<EntityKind, string> = { table: 'Table', view: 'View' };
 const MISSING: Record<EntityKind, (name: string) => Error> = { table: noSuchTable, view: noSuchView };
@@ -20,7 +20,7 @@ export function renameHandler(db: CatalogDatabase, kind: EntityKind) {
     const input = body(request);
     const source = identifier(input.source, 'source');
     const destination = identifier(input.destination, 'destination');
-    return mutate(request, reply, db, async (tx) => {
+    return mutate(reply, db, async (tx) => {
       const from = { namespace: source.namespace.join(SEPARATOR), name: source.name };
       const to = { namespace: destination.namespace.join(SEPARATOR), name: destination.name };
       const entity = await repo.getEntity(tx, prefix, from.namespace, from.name, { lock: 'update' });

@@ -9,8 +9,9 @@ import { applyUpdates, checkRequirements, type TableMetadata } from '../catalog/
 import type { Warehouse } from '../catalog/warehouse.js';
 import type { CatalogDatabase } from '../database/catalog-database.js';
 import type { Executor } from '../database/executor.js';
+import type { Answer } from '../http/answer.js';
+import { mutate } from '../idempotency/mutate.js';
 import { body, checkUpdateCount, identifier, namespaceOf, type Params } from './parse.js';
-import { type Answer, mutate } from './respond.js';
 
 /** Table properties that shape the metadata log, with Iceberg's defaults. */
 const PREVIOUS_VERSIONS_MAX = 'write.metadata.previous-versions-max';
@@ -149,7 +150,6 @@ async function commit(
     .sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
   let expired: string[] = [];
   return mutate(
-    request,
     reply,
     db,
     async (tx) => {

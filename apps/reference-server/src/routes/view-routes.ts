@@ -15,9 +15,9 @@ import {
 } from '../catalog/view-metadata.js';
 import type { Warehouse } from '../catalog/warehouse.js';
 import type { CatalogDatabase } from '../database/catalog-database.js';
+import { mutate } from '../idempotency/mutate.js';
 import { registration, renameHandler } from './entity-ops.js';
 import { body, checkUpdateCount, loadResult, namespaceOf, requireNamespace } from './parse.js';
-import { mutate } from './respond.js';
 
 const viewName = (request: FastifyRequest) => (request.params as { view: string }).view;
 
@@ -31,12 +31,11 @@ export const viewRoutes: FastifyPluginAsync<{ db: CatalogDatabase; warehouse: Wa
    * key is reserved and the name found free, so that a retry that replays writes nothing.
    */
   const insertView = (
-    request: FastifyRequest,
     reply: FastifyReply,
     at: { prefix: string; parts: string[]; key: string; name: string },
     entity: () => Promise<repo.NewEntity>,
   ) =>
-    mutate(request, reply, db, async (tx) => {
+    mutate(reply, db, async (tx) => {
       // Share-locked until the view is in: a concurrent drop of the namespace waits, then finds it not empty.
       await requireNamespace(tx, at.prefix, at.key, 'share');
       if ((await repo.getEntity(tx, at.prefix, at.key, at.name)) !== undefined) {
@@ -63,7 +62,7 @@ export const viewRoutes: FastifyPluginAsync<{ db: CatalogDatabase; warehouse: Wa
     const location =
       typeof input.location === 'string' ? input.location : warehouse.defaultLocation(prefix, parts, name);
     const metadata = newViewMetadata(input, location, Date.now());
-    return insertView(request, reply, { prefix, parts, key, name }, async () => {
+    return insertView(reply, { prefix, parts, key, name }, async () => {
       const text = warehouse.encode(metadata);
       const metadataLocation = await warehouse.writeMetadata(location, 0, text);
       return {
@@ -102,7 +101,7 @@ export const viewRoutes: FastifyPluginAsync<{ db: CatalogDatabase; warehouse: Wa
     checkUpdateCount(input, 'the commit');
     // Read, checked and replaced in the transaction, the view's row locked: concurrent replacements that do
     // not conflict all land, and a retry of one that went through replays it.
-    return mutate(request, reply, db, async (tx) => {
+    return mutate(reply, db, async (tx) => {
       const current = await repo.getEntity(tx, prefix, key, name, { lock: 'update' });
       if (current === undefined || current.kind !== 'view') {
         if ((await repo.getNamespace(tx, prefix, key)) === undefined) throw noSuchNamespace(parts.join('.'));
@@ -129,7 +128,7 @@ export const viewRoutes: FastifyPluginAsync<{ db: CatalogDatabase; warehouse: Wa
   app.delete('/namespaces/:namespace/views/:view', async (request, reply) => {
     const { prefix, parts, key } = namespaceOf(request);
     const name = viewName(request);
-    return mutate(request, reply, db, async (tx) => {
+    return mutate(reply, db, async (tx) => {
       if ((await repo.deleteEntity(tx, prefix, key, name, 'view')) !== 1)
         throw noSuchView([...parts, name].join('.'));
       return { status: 204 };
@@ -141,7 +140,7 @@ export const viewRoutes: FastifyPluginAsync<{ db: CatalogDatabase; warehouse: Wa
   app.post('/namespaces/:namespace/register-view', async (request, reply) => {
     const { prefix, parts, key } = namespaceOf(request);
     const { name, metadataLocation, read } = registration(request, warehouse, 'view');
-    return insertView(request, reply, { prefix, parts, key, name }, async () => {
+    return insertView(reply, { prefix, parts, key, name }, async () => {
       const { metadata, path } = await read();
       return { kind: 'view', metadataLocation, metadata, text: warehouse.encode(metadata), path };
     });

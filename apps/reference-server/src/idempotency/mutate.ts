@@ -1,4 +1,12 @@
-import type { FastifyReply, FastifyRequest } from 'fastify';
+import { sql } from 'drizzle-orm';
+import type { FastifyReply } from 'fastify';
+import { IcebergError, retryLater } from '../catalog/iceberg-error.js';
+import type { CatalogDatabase } from '../database/catalog-database.js';
+import { CommitOutcomeUnknown } from '../database/deadline.js';
+import type { Executor } from '../database/executor.js';
+import { type Answer, render, sendRendered } from '../http/answer.js';
+import { toIcebergError } from '../http/errors.js';
+import { storedAnswer } from './stored-answer.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -6,41 +14,6 @@ declare module 'fastify' {
     transaction: Executor | undefined;
   }
 }
-
-import { sql } from 'drizzle-orm';
-import { IcebergError, retryLater } from '../catalog/iceberg-error.js';
-import { stringifyLosslessJson } from '../catalog/lossless-json.js';
-import type { CatalogDatabase } from '../database/catalog-database.js';
-import { CommitOutcomeUnknown } from '../database/deadline.js';
-import type { Executor } from '../database/executor.js';
-import { toIcebergError } from '../http/errors.js';
-import { type RenderedAnswer, storedAnswer } from '../idempotency/stored-answer.js';
-
-/** A catalog answer: a status and an optional JSON body, sent exactly as it is stored for replay. */
-export interface Answer {
-  readonly status: number;
-  readonly body?: unknown;
-}
-
-/**
- * The content type of every JSON answer, charset included: what Fastify would send for a string body anyway
- * (it appends `; charset=utf-8` to one without), so the first answer, the stored record and every replay (a
- * Buffer, which Fastify leaves alone) carry the same header.
- */
-export const JSON_TYPE = 'application/json; charset=utf-8';
-
-function render(answer: Answer): RenderedAnswer {
-  // Longs as exact digits: the stored replay carries the very text the first answer had.
-  const body = answer.body === undefined ? null : stringifyLosslessJson(answer.body);
-  return { status: answer.status, headers: body === null ? {} : { 'content-type': JSON_TYPE }, body };
-}
-
-function sendRendered(reply: FastifyReply, { status, headers, body }: RenderedAnswer) {
-  reply.code(status).headers(headers);
-  return body === null ? reply.send() : reply.send(body);
-}
-
-export const send = (reply: FastifyReply, answer: Answer) => sendRendered(reply, render(answer));
 
 /**
  * The answer of `work` under a reserved key, a refusal it throws included (a 409 when the table changed, a 404):
@@ -62,23 +35,23 @@ async function answerOf(tx: Executor, work: (tx: Executor) => Promise<Answer>): 
 }
 
 /**
- * Run a catalog mutation in one database transaction together with its idempotency record: the key is reserved
- * there first (a duplicate waits on its row until this transaction ends, then replays), the change is made, and
- * the answer is finalized; all commit together, or nothing does. A key held by another request, or used for
- * another one, answers without running `work`.
+ * Run the catalog mutation of `reply.request` in one database transaction together with its idempotency record,
+ * and send its answer on `reply`: the key is reserved there first (a duplicate waits on its row until this
+ * transaction ends, then replays), the change is made, and the answer is finalized; all commit together, or
+ * nothing does. A key held by another request, or used for another one, answers without running `work`.
  */
 export async function mutate(
-  request: FastifyRequest,
   reply: FastifyReply,
   db: CatalogDatabase,
   work: (tx: Executor) => Promise<Answer>,
   /** Runs once the transaction has committed, before the answer goes out (a purge); must not throw. */
   afterCommit?: () => Promise<void>,
 ) {
+  const { request } = reply;
   const execution = request.idempotency;
   const outcome = await db
     .transaction(async (tx) => {
-      // A replay is rebuilt from the catalog as it is now (idempotency/replay.ts), read in this same transaction.
+      // A replay is rebuilt from the catalog as it is now (replay.ts), read in this same transaction.
       request.transaction = tx;
       const reservation = await execution?.reserveWith(tx.idempotency);
       // A refusal rolls back: after a lock wait that ran out, PostgreSQL accepts nothing more in it anyway.
