@@ -196,13 +196,17 @@ describe('locations of tables and views stay inside the warehouse', () => {
     ] as const) {
       // Rows as an older server could have written them, before locations were confined.
       await node.db.transaction((tx) =>
-        insertEntity(tx, '', 'w', name, {
-          kind: 'table',
-          metadataLocation: `${location}/metadata/00000.metadata.json`,
-          metadata: tableMetadata(location),
-          text: JSON.stringify(tableMetadata(location)),
-          path: null,
-        }),
+        insertEntity(
+          tx,
+          { prefix: '', namespace: 'w', name },
+          {
+            kind: 'table',
+            metadataLocation: `${location}/metadata/00000.metadata.json`,
+            metadata: tableMetadata(location),
+            text: JSON.stringify(tableMetadata(location)),
+            path: null,
+          },
+        ),
       );
       const dropped = await call(node.url, 'DELETE', `/v1/namespaces/w/tables/${name}?purgeRequested=true`);
       expect([400, 403], dropped.text).toContain(dropped.status);

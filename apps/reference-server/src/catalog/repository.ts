@@ -9,6 +9,13 @@ export const SEPARATOR = '\u001f';
 
 export type EntityKind = 'table' | 'view';
 
+/** A table or view, by where it lives in the catalog. */
+export interface EntityName {
+  readonly prefix: string;
+  readonly namespace: string;
+  readonly name: string;
+}
+
 export interface Entity {
   readonly kind: EntityKind;
   readonly metadataLocation: string;
@@ -113,9 +120,7 @@ export async function namespaceIsEmpty(ex: Executor, prefix: string, namespace: 
  */
 export async function getEntity(
   ex: Executor,
-  prefix: string,
-  namespace: string,
-  name: string,
+  { prefix, namespace, name }: EntityName,
   options: { readonly lock?: LockMode } = {},
 ): Promise<Entity | undefined> {
   const [row] = await ex.rows(
@@ -139,13 +144,7 @@ export async function listEntities(ex: Executor, prefix: string, namespace: stri
 const uuidOf = (entity: Entity): string =>
   String(entity.metadata['table-uuid'] ?? entity.metadata['view-uuid'] ?? '');
 
-export async function insertEntity(
-  ex: Executor,
-  prefix: string,
-  namespace: string,
-  name: string,
-  entity: NewEntity,
-) {
+export async function insertEntity(ex: Executor, { prefix, namespace, name }: EntityName, entity: NewEntity) {
   await ex.run(
     sql`INSERT INTO catalog_entities (prefix, namespace, name, kind, uuid, metadata_location, metadata, location)
       VALUES (${prefix}, ${namespace}, ${name}, ${entity.kind}, ${uuidOf(entity)}, ${entity.metadataLocation},
@@ -168,9 +167,7 @@ export async function getEntityByUuid(
 /** Swap the metadata pointer only if it is still `expectedLocation`: the commit's optimistic lock. */
 export async function swapEntity(
   ex: Executor,
-  prefix: string,
-  namespace: string,
-  name: string,
+  { prefix, namespace, name }: EntityName,
   expectedLocation: string,
   entity: NewEntity,
 ): Promise<boolean> {
@@ -182,36 +179,23 @@ export async function swapEntity(
   return changed === 1;
 }
 
-export async function deleteEntity(
-  ex: Executor,
-  prefix: string,
-  namespace: string,
-  name: string,
-  kind: EntityKind,
-) {
+export async function deleteEntity(ex: Executor, { prefix, namespace, name }: EntityName, kind: EntityKind) {
   return ex.run(
     sql`DELETE FROM catalog_entities WHERE prefix = ${prefix} AND namespace = ${namespace} AND name = ${name} AND kind = ${kind}`,
   );
 }
 
+/** Move the `kind` entity at `from` to `to`, in the same catalog prefix. */
 export async function renameEntity(
   ex: Executor,
-  prefix: string,
-  from: { namespace: string; name: string },
-  to: { namespace: string; name: string },
+  from: EntityName,
+  to: Omit<EntityName, 'prefix'>,
   kind: EntityKind,
 ) {
   return ex.run(
     sql`UPDATE catalog_entities SET namespace = ${to.namespace}, name = ${to.name}
-      WHERE prefix = ${prefix} AND namespace = ${from.namespace} AND name = ${from.name} AND kind = ${kind}`,
+      WHERE prefix = ${from.prefix} AND namespace = ${from.namespace} AND name = ${from.name} AND kind = ${kind}`,
   );
-}
-
-/** A table or view, by where it lives in the catalog. */
-export interface EntityName {
-  readonly prefix: string;
-  readonly namespace: string;
-  readonly name: string;
 }
 
 /**

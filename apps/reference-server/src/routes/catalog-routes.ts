@@ -161,14 +161,14 @@ export const catalogRoutes: FastifyPluginAsync<{ db: CatalogDatabase; warehouse:
     return mutate(reply, db, async (tx) => {
       // Share-locked until the table is in: a concurrent drop of the namespace waits, then finds it not empty.
       await requireNamespace(tx, prefix, key, 'share');
-      if ((await repo.getEntity(tx, prefix, key, name)) !== undefined)
+      if ((await repo.getEntity(tx, { prefix, namespace: key, name })) !== undefined)
         throw alreadyExists(`Table ${[...parts, name].join('.')}`);
       // Written once the key is reserved: a retry that replays writes nothing.
       const text = warehouse.encode(metadata);
       const metadataLocation = await warehouse.writeMetadata(location, 0, text);
       const path = await warehouse.pathOf(location, 'location');
       const entity = { kind: 'table' as const, metadataLocation, metadata, text, path };
-      await repo.insertEntity(tx, prefix, key, name, entity);
+      await repo.insertEntity(tx, { prefix, namespace: key, name }, entity);
       return { status: 200, body: loadResult(entity) };
     });
   });
@@ -176,7 +176,7 @@ export const catalogRoutes: FastifyPluginAsync<{ db: CatalogDatabase; warehouse:
   const loadTable = async (request: FastifyRequest) => {
     const { prefix, parts, key } = namespaceOf(request);
     const table = (request.params as Params).table as string;
-    const entity = await repo.getEntity(db.until(request.deadline), prefix, key, table);
+    const entity = await repo.getEntity(db.until(request.deadline), { prefix, namespace: key, name: table });
     if (entity === undefined || entity.kind !== 'table') {
       if ((await repo.getNamespace(db.until(request.deadline), prefix, key)) === undefined)
         throw noSuchNamespace(parts.join('.'));
@@ -204,9 +204,9 @@ export const catalogRoutes: FastifyPluginAsync<{ db: CatalogDatabase; warehouse:
     const { prefix, parts, key } = namespaceOf(request);
     const table = (request.params as Params).table as string;
     return mutate(reply, db, async (tx) => {
-      const entity = await repo.getEntity(tx, prefix, key, table);
+      const entity = await repo.getEntity(tx, { prefix, namespace: key, name: table });
       if (entity === undefined || entity.kind !== 'table') throw noSuchTable([...parts, table].join('.'));
-      await repo.deleteEntity(tx, prefix, key, table, 'table');
+      await repo.deleteEntity(tx, { prefix, namespace: key, name: table }, 'table');
       return {
         status: 200,
         body: { 'metadata-location': entity.metadataLocation, metadata: entity.metadata },
@@ -224,9 +224,9 @@ export const catalogRoutes: FastifyPluginAsync<{ db: CatalogDatabase; warehouse:
       db,
       async (tx) => {
         location = undefined;
-        const entity = await repo.getEntity(tx, prefix, key, table, { lock: 'update' });
+        const entity = await repo.getEntity(tx, { prefix, namespace: key, name: table }, { lock: 'update' });
         if (entity === undefined || entity.kind !== 'table') throw noSuchTable([...parts, table].join('.'));
-        await repo.deleteEntity(tx, prefix, key, table, 'table');
+        await repo.deleteEntity(tx, { prefix, namespace: key, name: table }, 'table');
         if (!purge) return { status: 204 };
         // Refused before anything is dropped: a location outside the warehouse, or the warehouse itself.
         const path = await warehouse.pathOf(String(entity.metadata.location), 'the table location');
@@ -259,15 +259,15 @@ export const catalogRoutes: FastifyPluginAsync<{ db: CatalogDatabase; warehouse:
       const { metadata, path } = await read();
       await requireNamespace(tx, prefix, key, 'share');
       // Locked: an overwrite replaces exactly the table it found.
-      const existing = await repo.getEntity(tx, prefix, key, name, { lock: 'update' });
+      const existing = await repo.getEntity(tx, { prefix, namespace: key, name }, { lock: 'update' });
       const text = warehouse.encode(metadata);
       const entity = { kind: 'table' as const, metadataLocation, metadata, text, path };
       // Tables and views share names; `overwrite` replaces a table, never a view (its row would hold table
       // metadata under kind 'view').
       if (existing?.kind === 'view') throw alreadyExists(`View ${[...parts, name].join('.')}`);
       if (existing !== undefined && !overwrite) throw alreadyExists(`Table ${[...parts, name].join('.')}`);
-      if (existing === undefined) await repo.insertEntity(tx, prefix, key, name, entity);
-      else await repo.swapEntity(tx, prefix, key, name, existing.metadataLocation, entity);
+      if (existing === undefined) await repo.insertEntity(tx, { prefix, namespace: key, name }, entity);
+      else await repo.swapEntity(tx, { prefix, namespace: key, name }, existing.metadataLocation, entity);
       return { status: 200, body: loadResult(entity) };
     });
   });

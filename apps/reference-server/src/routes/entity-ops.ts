@@ -21,17 +21,17 @@ export function renameHandler(db: CatalogDatabase, kind: EntityKind) {
     const source = identifier(input.source, 'source');
     const destination = identifier(input.destination, 'destination');
     return mutate(reply, db, async (tx) => {
-      const from = { namespace: source.namespace.join(SEPARATOR), name: source.name };
-      const to = { namespace: destination.namespace.join(SEPARATOR), name: destination.name };
-      const entity = await repo.getEntity(tx, prefix, from.namespace, from.name, { lock: 'update' });
+      const from = { prefix, namespace: source.namespace.join(SEPARATOR), name: source.name };
+      const to = { prefix, namespace: destination.namespace.join(SEPARATOR), name: destination.name };
+      const entity = await repo.getEntity(tx, from, { lock: 'update' });
       if (entity === undefined || entity.kind !== kind)
         throw MISSING[kind]([...source.namespace, source.name].join('.'));
       // Share-locked: the destination cannot be dropped while the entity moves in.
       await requireNamespace(tx, prefix, to.namespace, 'share');
-      if ((await repo.getEntity(tx, prefix, to.namespace, to.name)) !== undefined) {
+      if ((await repo.getEntity(tx, to)) !== undefined) {
         throw alreadyExists(`${LABEL[kind]} ${[...destination.namespace, destination.name].join('.')}`);
       }
-      await repo.renameEntity(tx, prefix, from, to, kind);
+      await repo.renameEntity(tx, from, to, kind);
       return { status: 204 };
     });
   };

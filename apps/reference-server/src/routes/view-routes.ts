@@ -38,11 +38,11 @@ export const viewRoutes: FastifyPluginAsync<{ db: CatalogDatabase; warehouse: Wa
     mutate(reply, db, async (tx) => {
       // Share-locked until the view is in: a concurrent drop of the namespace waits, then finds it not empty.
       await requireNamespace(tx, at.prefix, at.key, 'share');
-      if ((await repo.getEntity(tx, at.prefix, at.key, at.name)) !== undefined) {
+      if ((await repo.getEntity(tx, { prefix: at.prefix, namespace: at.key, name: at.name })) !== undefined) {
         throw alreadyExists(`View ${[...at.parts, at.name].join('.')}`);
       }
       const made = await entity();
-      await repo.insertEntity(tx, at.prefix, at.key, at.name, made);
+      await repo.insertEntity(tx, { prefix: at.prefix, namespace: at.key, name: at.name }, made);
       return { status: 200, body: loadResult(made) };
     });
 
@@ -78,7 +78,7 @@ export const viewRoutes: FastifyPluginAsync<{ db: CatalogDatabase; warehouse: Wa
   const loadView = async (request: FastifyRequest) => {
     const { prefix, parts, key } = namespaceOf(request);
     const name = viewName(request);
-    const entity = await repo.getEntity(db.until(request.deadline), prefix, key, name);
+    const entity = await repo.getEntity(db.until(request.deadline), { prefix, namespace: key, name });
     if (entity === undefined || entity.kind !== 'view') {
       if ((await repo.getNamespace(db.until(request.deadline), prefix, key)) === undefined)
         throw noSuchNamespace(parts.join('.'));
@@ -102,7 +102,7 @@ export const viewRoutes: FastifyPluginAsync<{ db: CatalogDatabase; warehouse: Wa
     // Read, checked and replaced in the transaction, the view's row locked: concurrent replacements that do
     // not conflict all land, and a retry of one that went through replays it.
     return mutate(reply, db, async (tx) => {
-      const current = await repo.getEntity(tx, prefix, key, name, { lock: 'update' });
+      const current = await repo.getEntity(tx, { prefix, namespace: key, name }, { lock: 'update' });
       if (current === undefined || current.kind !== 'view') {
         if ((await repo.getNamespace(tx, prefix, key)) === undefined) throw noSuchNamespace(parts.join('.'));
         throw noSuchView([...parts, name].join('.'));
@@ -118,7 +118,7 @@ export const viewRoutes: FastifyPluginAsync<{ db: CatalogDatabase; warehouse: Wa
       );
       const path = await warehouse.pathOf(next.location, 'location');
       const entity = { kind: 'view' as const, metadataLocation, metadata: next, text, path };
-      if (!(await repo.swapEntity(tx, prefix, key, name, current.metadataLocation, entity))) {
+      if (!(await repo.swapEntity(tx, { prefix, namespace: key, name }, current.metadataLocation, entity))) {
         throw commitFailed('the view changed concurrently; refresh and retry');
       }
       return { status: 200, body: loadResult(entity) };
@@ -129,7 +129,7 @@ export const viewRoutes: FastifyPluginAsync<{ db: CatalogDatabase; warehouse: Wa
     const { prefix, parts, key } = namespaceOf(request);
     const name = viewName(request);
     return mutate(reply, db, async (tx) => {
-      if ((await repo.deleteEntity(tx, prefix, key, name, 'view')) !== 1)
+      if ((await repo.deleteEntity(tx, { prefix, namespace: key, name }, 'view')) !== 1)
         throw noSuchView([...parts, name].join('.'));
       return { status: 204 };
     });
