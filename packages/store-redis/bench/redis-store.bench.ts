@@ -97,63 +97,48 @@ const rawPair = (raw: Raw) => async () => {
   await raw.setXx(key, BODY);
 };
 
+/** A target on ioredis: a client or a cluster, the same commands either way. */
+const ioredisTarget = (name: string, client: Redis | Cluster): Target => ({
+  name,
+  client,
+  raw: {
+    setNxPx: (k, v, ms) => client.set(k, v, 'PX', ms, 'NX'),
+    setXx: (k, v) => client.set(k, v, 'KEEPTTL', 'XX'),
+    get: (k) => client.getBuffer(k),
+  },
+  close: async () => void (await client.quit()),
+});
+
+/** A target on node-redis: a client or a cluster, connected. */
+async function nodeRedisTarget(
+  name: string,
+  client: ReturnType<typeof createClient> | ReturnType<typeof createCluster>,
+): Promise<Target> {
+  await client.connect();
+  return {
+    name,
+    client,
+    raw: {
+      setNxPx: (k, v, ms) => client.set(k, v, { PX: ms, NX: true }),
+      setXx: (k, v) => client.set(k, v, { KEEPTTL: true, XX: true }),
+      get: (k) => client.get(k),
+    },
+    close: async () => client.destroy(),
+  };
+}
+
 async function targets(chosen: string[]): Promise<Target[]> {
   const list: Target[] = [];
-  if (chosen.includes('ioredis')) {
-    const client = new Redis(REDIS_URL);
-    list.push({
-      name: 'ioredis',
-      client,
-      raw: {
-        setNxPx: (k, v, ms) => client.set(k, v, 'PX', ms, 'NX'),
-        setXx: (k, v) => client.set(k, v, 'KEEPTTL', 'XX'),
-        get: (k) => client.getBuffer(k),
-      },
-      close: async () => void (await client.quit()),
-    });
-  }
+  if (chosen.includes('ioredis')) list.push(ioredisTarget('ioredis', new Redis(REDIS_URL)));
   if (chosen.includes('node-redis')) {
-    const client = createClient({ url: REDIS_URL });
-    await client.connect();
-    list.push({
-      name: 'node-redis',
-      client,
-      raw: {
-        setNxPx: (k, v, ms) => client.set(k, v, { PX: ms, NX: true }),
-        setXx: (k, v) => client.set(k, v, { KEEPTTL: true, XX: true }),
-        get: (k) => client.get(k),
-      },
-      close: async () => client.destroy(),
-    });
+    list.push(await nodeRedisTarget('node-redis', createClient({ url: REDIS_URL })));
   }
   if (chosen.includes('ioredis-cluster')) {
-    const client = new Cluster(CLUSTER_NODES);
-    list.push({
-      name: 'ioredis Cluster (3 masters)',
-      client,
-      raw: {
-        setNxPx: (k, v, ms) => client.set(k, v, 'PX', ms, 'NX'),
-        setXx: (k, v) => client.set(k, v, 'KEEPTTL', 'XX'),
-        get: (k) => client.getBuffer(k),
-      },
-      close: async () => void (await client.quit()),
-    });
+    list.push(ioredisTarget('ioredis Cluster (3 masters)', new Cluster(CLUSTER_NODES)));
   }
   if (chosen.includes('node-redis-cluster')) {
-    const client = createCluster({
-      rootNodes: CLUSTER_NODES.map((n) => ({ url: `redis://${n.host}:${n.port}` })),
-    });
-    await client.connect();
-    list.push({
-      name: 'node-redis cluster (3 masters)',
-      client,
-      raw: {
-        setNxPx: (k, v, ms) => client.set(k, v, { PX: ms, NX: true }),
-        setXx: (k, v) => client.set(k, v, { KEEPTTL: true, XX: true }),
-        get: (k) => client.get(k),
-      },
-      close: async () => client.destroy(),
-    });
+    const rootNodes = CLUSTER_NODES.map((n) => ({ url: `redis://${n.host}:${n.port}` }));
+    list.push(await nodeRedisTarget('node-redis cluster (3 masters)', createCluster({ rootNodes })));
   }
   return list;
 }

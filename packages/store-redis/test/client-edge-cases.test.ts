@@ -15,7 +15,15 @@ import {
 } from './support/client-options.js';
 import { NOW_MS, reserveParams, response } from './support/params.js';
 import { redisServerInstalled } from './support/private-servers.js';
-import { CLUSTER_NODES, clusterUp, REDIS_URL, redisUp, sweep, uniquePrefix } from './support/servers.js';
+import {
+  CLUSTER_NODES,
+  clusterUp,
+  REDIS_URL,
+  redisUp,
+  sweep,
+  uniquePrefix,
+  withPrefix,
+} from './support/servers.js';
 
 const standalone = await redisUp();
 const cluster = await clusterUp();
@@ -95,28 +103,20 @@ describe.runIf(standalone && cluster)('offline queue off: a call before the clie
 describe.runIf(standalone && cluster)('lazyConnect: the first store call connects the client', () => {
   test.each([false, true])('ioredis lazyConnect (enableAutoPipelining %s)', async (enableAutoPipelining) => {
     const client = new Redis(REDIS_URL, { lazyConnect: true, enableAutoPipelining });
-    const prefix = uniquePrefix();
-    try {
+    await withPrefix('ioredis', client, async (prefix) => {
       expect(client.status).toBe('wait');
       await executesOnceAndReplays(client, prefix);
-    } finally {
-      client.disconnect();
-      await sweep('ioredis', prefix);
-    }
+    });
   });
 
   test.each([false, true])(
     'ioredis Cluster lazyConnect (enableAutoPipelining %s)',
     async (enableAutoPipelining) => {
       const client = new Cluster(CLUSTER_NODES, { lazyConnect: true, enableAutoPipelining });
-      const prefix = uniquePrefix();
-      try {
+      await withPrefix('ioredis Cluster', client, async (prefix) => {
         expect(client.status).toBe('wait');
         await executesOnceAndReplays(client, prefix);
-      } finally {
-        client.disconnect();
-        await sweep('ioredis Cluster', prefix);
-      }
+      });
     },
   );
 });
@@ -138,20 +138,15 @@ describe.runIf(standalone)('a client in subscriber mode', () => {
 
   test('ioredis over RESP3 (its default): commands are allowed while subscribed, so the store works', async () => {
     const client = new Redis(REDIS_URL, { enableAutoPipelining: true });
-    const prefix = uniquePrefix();
-    try {
+    await withPrefix('ioredis', client, async (prefix) => {
       await client.subscribe(`idem-test-${v7()}`);
       await executesOnceAndReplays(client, prefix);
-    } finally {
-      client.disconnect();
-      await sweep('ioredis', prefix);
-    }
+    });
   });
 
   test.each([2, 3] as const)('node-redis RESP%s', async (RESP) => {
     const client = await createClient({ url: REDIS_URL, RESP }).connect();
-    const prefix = uniquePrefix();
-    try {
+    await withPrefix('node-redis', client, async (prefix) => {
       await client.subscribe(`idem-test-${v7()}`, () => {});
       if (RESP === 3) {
         await executesOnceAndReplays(client, prefix);
@@ -159,18 +154,14 @@ describe.runIf(standalone)('a client in subscriber mode', () => {
         const { result } = await beginTimed(client);
         expect(result.action === 'reject' && result.error.code).toBe('IDEMPOTENCY_STORE_UNAVAILABLE');
       }
-    } finally {
-      client.destroy();
-      await sweep('node-redis', prefix);
-    }
+    });
   });
 });
 
 describe.runIf(standalone)('MULTI', () => {
   test('a client left inside a MULTI (ioredis multi({ pipeline: false })): each call fails as a fault, naming the MULTI', async () => {
     const client = new Redis(REDIS_URL);
-    const prefix = uniquePrefix();
-    try {
+    await withPrefix('ioredis', client, async (prefix) => {
       const store = createRedisStore(client, { prefix });
       const params = reserveParams('multi');
       await client.multi({ pipeline: false });
@@ -182,18 +173,14 @@ describe.runIf(standalone)('MULTI', () => {
       await expect(store.load(params)).rejects.toThrow(/queued in a MULTI transaction/);
       await client.discard();
       expect((await store.reserve(reserveParams('multi'))).outcome).toBe('reserved');
-    } finally {
-      client.disconnect();
-      await sweep('ioredis', prefix);
-    }
+    });
   });
 
   test.each([2, 3] as const)(
     'a node-redis client (RESP%s) left inside a raw MULTI: each call fails as a fault, naming the MULTI',
     async (RESP) => {
       const client = await createClient({ url: REDIS_URL, RESP }).connect();
-      const prefix = uniquePrefix();
-      try {
+      await withPrefix('node-redis', client, async (prefix) => {
         const store = createRedisStore(client, { prefix });
         const params = reserveParams('multi');
         await client.sendCommand(['MULTI']);
@@ -203,10 +190,7 @@ describe.runIf(standalone)('MULTI', () => {
         );
         await client.sendCommand(['DISCARD']);
         expect((await store.reserve(reserveParams('multi'))).outcome).toBe('reserved');
-      } finally {
-        client.destroy();
-        await sweep('node-redis', prefix);
-      }
+      });
     },
   );
 
@@ -214,8 +198,7 @@ describe.runIf(standalone)('MULTI', () => {
     "the owner's own pipelines and multi() beside the store's calls (enableAutoPipelining %s)",
     async (enableAutoPipelining) => {
       const client = new Redis(REDIS_URL, { enableAutoPipelining });
-      const prefix = uniquePrefix();
-      try {
+      await withPrefix('ioredis', client, async (prefix) => {
         const store = createRedisStore(client, { prefix, replicas: { count: 0, timeoutMs: 100 } });
         const own = `${prefix}own`;
         await Promise.all(
@@ -236,10 +219,7 @@ describe.runIf(standalone)('MULTI', () => {
           }),
         );
         expect(Number(await client.get(own))).toBe(60);
-      } finally {
-        client.disconnect();
-        await sweep('ioredis', prefix);
-      }
+      });
     },
   );
 });

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { createIdempotency, type Idempotency } from '@idem/core';
+import { createIdempotency, type Idempotency, type IdempotencyStore } from '@idem/core';
 import { createRedisStore, recordKey } from '@idem/store-redis';
 import { Cluster, Redis } from 'ioredis';
 import { createClient, createCluster } from 'redis';
@@ -93,15 +93,32 @@ describe.runIf(installed)(
         .filter((line) => line.includes(`name=${CONNECTION_NAME}`))
         .map((line) => /id=(\d+)/.exec(line)?.[1] as string);
 
+    /**
+     * A store on a fresh client of `open` (connected: a first call went through) and a coordinator with
+     * `storeTimeoutMs`; afterwards the server's pause is lifted and the client closed.
+     */
+    async function onClient(
+      open: Open,
+      storeTimeoutMs: number,
+      body: (store: IdempotencyStore, idem: Idempotency) => Promise<void>,
+    ): Promise<void> {
+      const { client, close } = await open(server.url);
+      const store = createRedisStore(client, { prefix: `faults:${randomUUID()}:` });
+      const idem = createIdempotency({ store, storeTimeoutMs, heartbeatIntervalMs: false });
+      try {
+        await store.load({ scope: '', key: 'warm-up' });
+        await body(store, idem);
+      } finally {
+        await admin.call('CLIENT', 'UNPAUSE');
+        await close();
+      }
+    }
+
     test.each(standaloneClients)(
       '%s: CLIENT KILL during a paused call → 503 with Retry-After, then one run',
-      async (_, open) => {
-        const { client, close } = await open(server.url);
-        const store = createRedisStore(client, { prefix: `faults:${randomUUID()}:` });
-        const idem = createIdempotency({ store, storeTimeoutMs: 1_000, heartbeatIntervalMs: false });
-        const runs = new Map<string, number>();
-        try {
-          await store.load({ scope: '', key: 'warm-up' });
+      (_, open) =>
+        onClient(open, 1_000, async (_store, idem) => {
+          const runs = new Map<string, number>();
           const key = v7();
           await admin.call('CLIENT', 'PAUSE', '1500', 'WRITE');
           const pending = idem.begin(request(key));
@@ -115,22 +132,14 @@ describe.runIf(installed)(
           expect(await settle(idem, key, runs)).toBe('executed');
           expect(await settle(idem, key, runs)).toBe('replayed');
           expect(runs.get(key)).toBe(1);
-        } finally {
-          await admin.call('CLIENT', 'UNPAUSE');
-          await close();
-        }
-      },
+        }),
     );
 
     test.each(standaloneClients)(
       '%s: CLIENT PAUSE longer than storeTimeoutMs → 503, the late reservation is released, one run',
-      async (_, open) => {
-        const { client, close } = await open(server.url);
-        const store = createRedisStore(client, { prefix: `faults:${randomUUID()}:` });
-        const idem = createIdempotency({ store, storeTimeoutMs: 300, heartbeatIntervalMs: false });
-        const runs = new Map<string, number>();
-        try {
-          await store.load({ scope: '', key: 'warm-up' });
+      (_, open) =>
+        onClient(open, 300, async (store, idem) => {
+          const runs = new Map<string, number>();
           const key = v7();
           await admin.call('CLIENT', 'PAUSE', '1200', 'WRITE');
           const started = performance.now();
@@ -143,11 +152,7 @@ describe.runIf(installed)(
           expect(await settle(idem, key, runs)).toBe('executed');
           expect(await settle(idem, key, runs)).toBe('replayed');
           expect(runs.get(key)).toBe(1);
-        } finally {
-          await admin.call('CLIENT', 'UNPAUSE');
-          await close();
-        }
-      },
+        }),
     );
   },
 );

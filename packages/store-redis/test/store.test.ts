@@ -1,4 +1,4 @@
-import { isStoreLimitError } from '@idem/core';
+import { isStoreLimitError, type StoredResponse } from '@idem/core';
 import { createRedisStore, MAX_HEADERS_BYTES, MAX_IDENTIFIER_CHARS, recordKey } from '@idem/store-redis';
 import { Redis } from 'ioredis';
 import { createClientPool } from 'redis';
@@ -51,6 +51,8 @@ describe('limits: refused with IdemStoreLimitError before any network call', () 
   });
   const store = createRedisStore(offline, { maxBodyBytes: 100 });
   const long = 'x'.repeat(MAX_IDENTIFIER_CHARS + 1);
+  const finalizing = (answer: StoredResponse) => () =>
+    store.finalize({ scope: 's', key: 'k', owner: 'o', nowMs: NOW_MS, response: answer });
 
   test('the store declares its body limit', () => {
     expect(store.limits).toEqual({ maxBodyBytes: 100 });
@@ -70,39 +72,12 @@ describe('limits: refused with IdemStoreLimitError before any network call', () 
       'a lease that is not an integer',
       () => store.renewLease({ scope: 's', key: 'k', owner: 'o', leaseUntilMs: Number.NaN }),
     ],
-    [
-      'a body over maxBodyBytes',
-      () =>
-        store.finalize({
-          scope: 's',
-          key: 'k',
-          owner: 'o',
-          nowMs: NOW_MS,
-          response: response('y'.repeat(101)),
-        }),
-    ],
+    ['a body over maxBodyBytes', finalizing(response('y'.repeat(101)))],
     [
       'a header map over the limit',
-      () =>
-        store.finalize({
-          scope: 's',
-          key: 'k',
-          owner: 'o',
-          nowMs: NOW_MS,
-          response: { status: 200, headers: { link: 'l'.repeat(MAX_HEADERS_BYTES) }, body: null },
-        }),
+      finalizing({ status: 200, headers: { link: 'l'.repeat(MAX_HEADERS_BYTES) }, body: null }),
     ],
-    [
-      'a status that is not one',
-      () =>
-        store.finalize({
-          scope: 's',
-          key: 'k',
-          owner: 'o',
-          nowMs: NOW_MS,
-          response: { ...response(''), status: 42 },
-        }),
-    ],
+    ['a status that is not one', finalizing({ ...response(''), status: 42 })],
   ])('%s', async (_, call) => {
     await expect(call()).rejects.toSatisfy(isStoreLimitError);
   });

@@ -129,6 +129,25 @@ export async function sweep(kind: ClientKind, prefix: string): Promise<void> {
   );
 }
 
+/**
+ * Run `body` with a fresh prefix; then close `client` (node-redis: `destroy`, ioredis: `disconnect`) and sweep
+ * the prefix's keys from `kind`'s servers.
+ */
+export async function withPrefix(
+  kind: ClientKind,
+  client: { destroy(): unknown } | { disconnect(): unknown },
+  body: (prefix: string) => Promise<void>,
+): Promise<void> {
+  const prefix = uniquePrefix();
+  try {
+    await body(prefix);
+  } finally {
+    if ('destroy' in client) client.destroy();
+    else client.disconnect();
+    await sweep(kind, prefix);
+  }
+}
+
 /** The conformance kit's store factory for one client kind: a fresh prefix per test, a client per instance. */
 export function redisStoreFactory(kind: ClientKind, options: RedisStoreOptions = {}) {
   return async (): Promise<StoreUnderTest> => {
