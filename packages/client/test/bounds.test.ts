@@ -4,21 +4,27 @@ import { describe, expect, test } from 'vitest';
 import { answer, fast, inProgress, networkError, ORDERS, post, scriptedFetch } from './support/fake-fetch.js';
 import { withHttpServer } from './support/http-server.js';
 
+/** A server whose every attempt takes 30 ms of the injected `clock`, answering `reply()`; `starts`: when. */
+function slowServer(reply: () => Response) {
+  let nowMs = 0;
+  const starts: number[] = [];
+  const { fetch } = scriptedFetch(() => {
+    starts.push(nowMs);
+    nowMs += 30;
+    return reply();
+  });
+  return { fetch, starts, clock: { nowMs: () => nowMs } };
+}
+
 describe('every call ends: attempts, elapsed time and the key lifetime bound it', () => {
   test('maxElapsedMs: no attempt starts after it, by the injected clock', async () => {
-    let nowMs = 0;
-    const starts: number[] = [];
-    const { fetch } = scriptedFetch(() => {
-      starts.push(nowMs);
-      nowMs += 30; // each attempt takes 30 ms
-      return answer(503);
-    });
+    const { fetch, starts, clock } = slowServer(() => answer(503));
     const response = await createIdempotentFetch({
       fetch,
       ...fast,
       maxAttempts: 1000,
       maxElapsedMs: 100,
-      clock: { nowMs: () => nowMs },
+      clock,
     })(ORDERS, post());
     expect(callOutcome(response)?.gaveUp).toBe('max-elapsed');
     expect(starts).toEqual([0, 30, 60, 90]);
@@ -57,20 +63,14 @@ describe('every call ends: attempts, elapsed time and the key lifetime bound it'
   });
 
   test('...and by the key lifetime: no attempt starts once the key is that old, by the injected clock', async () => {
-    let nowMs = 0;
-    const starts: number[] = [];
-    const { fetch } = scriptedFetch(() => {
-      starts.push(nowMs);
-      nowMs += 30;
-      return inProgress();
-    });
+    const { fetch, starts, clock } = slowServer(() => inProgress());
     const response = await createIdempotentFetch({
       fetch,
       ...fast,
       maxAttempts: 1_000_000,
       maxElapsedMs: 60_000,
       keyLifetimeMs: 100,
-      clock: { nowMs: () => nowMs },
+      clock,
     })(ORDERS, post());
     expect(callOutcome(response)?.gaveUp).toBe('key-lifetime');
     expect(starts).toEqual([0, 30, 60, 90]);
