@@ -27,7 +27,7 @@ const post = (overrides: Partial<IdempotentRequest> = {}): IdempotentRequest => 
 });
 const created = { status: 201, headers: { 'content-type': 'application/json' }, body: '{"id":42}' };
 
-/** The host's transaction, in which the record is written (its finalize answers `true`); nothing else is called. */
+/** The host's transaction, where the record is written (finalize answers `true`); nothing else is called. */
 const committing: TransactionalStore = {
   reserve: () => Promise.reject(new Error('not reserved in the transaction')),
   finalize: () => true,

@@ -17,7 +17,7 @@ import { type Host, mysqlHost, onHost, postgresHost, sqliteHost } from './suppor
 const created = { status: 201, headers: { 'content-type': 'application/json' }, body: '{"id":1}' };
 const request = (key: string) => ({ method: 'POST', route: '/orders', path: '/orders', body: { a: 1 }, key });
 
-/** A fresh host from `make` and a coordinator reserving in its transactions; the host is closed afterwards. */
+/** A fresh host from `make` and a coordinator reserving in its transactions; the host closed afterwards. */
 function withCoordinator(
   make: () => Promise<Host>,
   body: (host: Host, idem: Idempotency) => Promise<void>,
