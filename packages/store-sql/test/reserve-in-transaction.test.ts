@@ -1,6 +1,6 @@
 import {
+  type BeginResult,
   createIdempotency,
-  type Execution,
   type Idempotency,
   type IdempotencyEvent,
   type IdempotencyOptions,
@@ -28,17 +28,20 @@ function withCoordinator(
   );
 }
 
-/** `begin` for `key`, which answers `execute` without reserving: the reservation is the transaction's. */
-async function pending(idem: Idempotency, key: string): Promise<Execution> {
+/** An execution whose key is checked but not reserved: its transaction reserves it. */
+type Pending = Extract<BeginResult, { action: 'reserve-in-transaction' }>['execution'];
+
+/** `begin` for `key`, which answers `reserve-in-transaction`: the reservation is the transaction's. */
+async function pending(idem: Idempotency, key: string): Promise<Pending> {
   const begun = await idem.begin(request(key));
-  if (begun.action !== 'execute') throw new Error(begun.action);
+  if (begun.action !== 'reserve-in-transaction') throw new Error(begun.action);
   return begun.execution;
 }
 
 /** The host's handler: reserve, write an order, finalize, all in one transaction; or the answer to send. */
 async function handle(
   host: Host,
-  execution: Execution,
+  execution: Pending,
   order: string,
   options: { failAfterWrite?: boolean } = {},
 ) {
@@ -146,7 +149,7 @@ for (const [name, makeHost, up] of rowLocking) {
             error: { code: 'IDEMPOTENCY_IN_PROGRESS', status: 503 },
           });
           expect(events.filter((e) => e.type === 'conflict')).toMatchObject([{ waited: true, status: 503 }]);
-          expect(await duplicate.finish({ status: 503, headers: {}, body: null })).toBe('not-reserved');
+          expect(await duplicate.finish({ status: 503, headers: {}, body: null })).toBe('already-settled');
           expect(await host.orders()).toEqual(['o1']);
           expect((await host.store.load({ scope: '', key }))?.response?.status).toBe(201);
         },
