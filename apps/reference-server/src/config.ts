@@ -180,7 +180,8 @@ function databaseUrl(text: string | undefined): string {
   if (scheme === 'sqlite' || scheme === 'file') {
     if (/^(sqlite|file):$/i.test(text))
       throw new SettingError(`DATABASE_URL names no file; it accepts ${accepts}`);
-    // Schemes are case-insensitive (RFC 3986); the database is opened by its lower-case scheme (database/open.ts).
+    // Schemes are case-insensitive (RFC 3986); the database is opened by its lower-case scheme
+    // (database/open.ts).
     return `${scheme}:${text.slice(scheme.length + 1)}`;
   }
   if (scheme === 'postgres' || scheme === 'postgresql' || scheme === 'mysql') {

@@ -1,6 +1,6 @@
 // What a name, a namespace, a prefix or a location may be: the one place these limits live. Each comes from
-// what holds the value: the database columns (see catalogDdl in database/catalog-schema.ts and @idem/store-sql's limits) and the
-// filesystem (a name is a directory of the warehouse).
+// what holds the value: the database columns (see catalogDdl in database/catalog-schema.ts and
+// @idem/store-sql's limits) and the filesystem (a name is a directory of the warehouse).
 
 /** A table, view or namespace-level name: one directory name on the filesystem (NAME_MAX). */
 export const MAX_NAME_BYTES = 255;

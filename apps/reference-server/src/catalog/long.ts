@@ -2,7 +2,7 @@ import { INT64_MAX, INT64_MIN } from './limits.js';
 
 /**
  * An Iceberg `long` (snapshot id, sequence number, row id) as the catalog holds it: a number when it is a safe
- * integer, a bigint otherwise, exactly as lossless-json.ts parses it. One representation per value, so that `===`
+ * integer, a bigint otherwise, as lossless-json.ts parses it. One representation per value, so that `===`
  * is exact; the helpers below compare and compute through bigint anyway, and give results in that form.
  */
 export type Long = number | bigint;

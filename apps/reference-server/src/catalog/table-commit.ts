@@ -135,7 +135,7 @@ export interface CommitTablesOptions {
 export interface CommittedTables {
   /** Each table's commit, in the request's order. */
   readonly changes: readonly WrittenCommit[];
-  /** Metadata files that fell out of the logs and are the tables' own: deleted once the transaction commits. */
+  /** Metadata files that fell out of the logs and are the tables' own: deleted once the commit is in. */
   readonly expired: readonly string[];
 }
 

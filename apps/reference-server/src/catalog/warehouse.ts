@@ -18,8 +18,9 @@ export interface WarehouseOptions extends ReadLimits {
   /** The local directory that holds every table's and view's files; created when missing. */
   readonly directory: string;
   /**
-   * The largest metadata the catalog's database holds, measured as its driver sends it (see database/value-limit.ts). The
-   * catalog writes no metadata past it, nor past `maxBytes`: every file it writes can be registered again.
+   * The largest metadata the catalog's database holds, measured as its driver sends it (see
+   * database/value-limit.ts). The catalog writes no metadata past it, nor past `maxBytes`: every file it
+   * writes can be registered again.
    * @default no limit beyond `maxBytes`
    */
   readonly column?: { readonly maxBytes: number; bytesOf(text: string): number };

@@ -4,7 +4,7 @@ import { addedColumns, catalogDdl, type Dialect } from './catalog-schema.js';
 
 /**
  * Create the idempotency store's tables and the catalog's, and add the columns a database made by an older
- * server lacks. Safe from many nodes at once: a column another node added first is there when looked at again.
+ * server lacks. Safe from many nodes at once: a column another node added first is there when looked for.
  */
 export async function migrate(db: SupportedDb, dialect: Dialect): Promise<void> {
   await ensureSchema(db, { dialect });

@@ -6,8 +6,8 @@ import { openPostgres } from './postgres.js';
 import { openSqlite } from './sqlite.js';
 
 /**
- * The database a URL names, by its (lower-case: config.ts lowers it) scheme: `postgres://` or `postgresql://`,
- * `mysql://`, and SQLite for the rest (`sqlite:<file>`, `file:<file>`).
+ * The database a URL names, by its (lower-case: config.ts lowers it) scheme: `postgres://` or
+ * `postgresql://`, `mysql://`, and SQLite for the rest (`sqlite:<file>`, `file:<file>`).
  */
 export const dialectOf = (url: string): Dialect =>
   /^postgres(ql)?:\/\//.test(url) ? 'postgres' : url.startsWith('mysql://') ? 'mysql' : 'sqlite';

@@ -7,7 +7,9 @@ import { pooledDatabase } from './pooled-database.js';
 
 const ignore = () => {};
 
-/** The catalog on PostgreSQL (`postgres://…`, `postgresql://…`): a node-postgres pool, its sessions bounded. */
+/**
+ * The catalog on PostgreSQL (`postgres://…`, `postgresql://…`): a node-postgres pool, its sessions bounded.
+ */
 export function openPostgres(url: string, bounds: DatabaseBounds): Promise<CatalogDatabase> {
   // Set once per connection, as startup parameters: no statement per transaction.
   const settings = [

@@ -79,8 +79,8 @@ function checkedAt(executor: Executor, deadline: Deadline): Executor {
 }
 
 /**
- * The catalog on a SQLite file (or `:memory:`), over one connection for the whole process: every statement and
- * every transaction takes its turn on it.
+ * The catalog on a SQLite file (or `:memory:`), over one connection for the whole process: every statement
+ * and every transaction takes its turn on it.
  */
 export async function openSqlite(file: string): Promise<CatalogDatabase> {
   if (file !== ':memory:') mkdirSync(dirname(file), { recursive: true });

@@ -17,11 +17,11 @@ import {
 const tableConfig = (): Record<string, string> => ({});
 
 /**
- * The idempotency plugin's `rebuildReplay`. A replayed load result (create, register, replace) shows the table
- * or view as it is now, as the spec allows ("an equivalent final response ... may reflect a newer state"),
- * found by its UUID; once it is gone, the metadata file it was answered with. A commit's answer replays as it
- * was: stored, or, when it was too large to store, rebuilt from the file the commit wrote (else the table as it
- * is now). Only when neither is there is the stored (compact) answer replayed.
+ * The idempotency plugin's `rebuildReplay`. A replayed load result (create, register, replace) shows the
+ * table or view as it is now, as the spec allows ("an equivalent final response ... may reflect a newer
+ * state"), found by its UUID; once it is gone, the metadata file it was answered with. A commit's answer
+ * replays as it was: stored, or, when it was too large to store, rebuilt from the file the commit wrote (else
+ * the table as it is now). Only when neither is there is the stored (compact) answer replayed.
  */
 export function replayRebuilder(
   db: CatalogDatabase,

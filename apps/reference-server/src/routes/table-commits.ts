@@ -27,9 +27,9 @@ interface CommitRequest {
 }
 
 /**
- * Commit the tables as the request's mutation (catalog/table-commit.ts says how): inside its transaction, after
- * its key is reserved there, so that a retry of a commit that went through replays it rather than meet its own
- * change. Once it has committed, the metadata files that fell out of the log are deleted.
+ * Commit the tables as the request's mutation (catalog/table-commit.ts says how): inside its transaction,
+ * after its key is reserved there, so that a retry of a commit that went through replays it rather than meet
+ * its own change. Once it has committed, the metadata files that fell out of the log are deleted.
  */
 async function commit({ reply, db, warehouse, prefix, commits, answer }: CommitRequest) {
   let expired: readonly string[] = [];
