@@ -1,5 +1,6 @@
+import { parseExposition, total } from '@idem/adapter-suite';
 import { afterEach, describe, expect, test } from 'vitest';
-import { gate, type ObservedNode, parseExposition, startObservedNode, total } from './support/observed.js';
+import { gate, type ObservedNode, startObservedNode } from './support/observed.js';
 import { call, newKey } from './support/server.js';
 
 let node: ObservedNode | undefined;

@@ -18,6 +18,7 @@ export {
   jsonOrText,
   runExactlyOnce,
 } from './exactly-once-suite.js';
+export { parseExposition, type Sample, total } from './exposition.js';
 export { httpBehaviourSuite } from './http-behaviour-suite.js';
 export { BODY_KIND_TYPE, BODY_KINDS, type BodyKind, toBodyKind } from './identity-suite.js';
 export {

@@ -1,3 +1,4 @@
+import { total } from '@idem/adapter-suite';
 import {
   createIdempotency,
   type IdempotencyStore,
@@ -10,7 +11,7 @@ import { createMemoryStore } from '@idem/store-memory';
 import { Registry } from 'prom-client';
 import { v7 } from 'uuid';
 import { describe, expect, test } from 'vitest';
-import { scrape, total } from './support/scrape.js';
+import { scrape } from './support/scrape.js';
 
 const KEY = v7();
 const OTHER_KEY = v7();

@@ -1,3 +1,4 @@
+import { total } from '@idem/adapter-suite';
 import {
   createIdempotency,
   type IdempotencyEvent,
@@ -9,7 +10,7 @@ import { createMemoryStore } from '@idem/store-memory';
 import { Registry } from 'prom-client';
 import { v7 } from 'uuid';
 import { describe, expect, test } from 'vitest';
-import { scrape, total } from './support/scrape.js';
+import { scrape } from './support/scrape.js';
 
 // Found by attacking issue 18 item 8 (a lost lease counted once per execution, a store limit at finalize once
 // per request).
