@@ -1,36 +1,24 @@
 import Fastify, { type FastifyInstance } from 'fastify';
-import { notAuthorized } from './catalog/iceberg-error.js';
 import { MAX_BODY_BYTES, MAX_PATH_PARAMETER_CHARS } from './catalog/limits.js';
 import { stringifyLosslessJson } from './catalog/lossless-json.js';
 import { openWarehouse } from './catalog/warehouse.js';
 import type { ServerConfig } from './config.js';
 import type { CatalogDatabase } from './database/catalog-database.js';
-import { installDrain } from './http/drain.js';
-import { clientErrorHandler, frameworkErrors, installErrorHandling } from './http/errors.js';
-import { installJsonBodyParser } from './http/json-body.js';
-import { guardLocations } from './http/location-guard.js';
-import { requireWellEncodedQuery } from './http/query-string.js';
-import { routeSchema } from './http/route-schemas.js';
-import { validatorCompiler } from './http/validator.js';
-import { registerIdempotency } from './idempotency/plugin.js';
-import { startRecordPurge } from './idempotency/record-purge.js';
-import { installObservability, isOpenPath } from './observability/install.js';
+import { bearerAuth } from './http/bearer-auth.js';
+import { drain } from './http/drain.js';
+import { clientErrorHandler, errorHandling, frameworkErrors } from './http/errors.js';
+import { jsonBody } from './http/json-body.js';
+import { locationGuard } from './http/location-guard.js';
+import { wellEncodedQuery } from './http/query-string.js';
+import { requestDeadline } from './http/request-deadline.js';
+import { routeValidation } from './http/route-validation.js';
+import { catalogIdempotency } from './idempotency/plugin.js';
+import { recordPurge } from './idempotency/record-purge.js';
+import { OPEN_PATHS, observability } from './observability/install.js';
 import { loggerOptions, readableLogs } from './observability/logger.js';
-import { keepReasons, OneLineRequests } from './observability/request-log.js';
+import { OneLineRequests, requestLog } from './observability/request-log.js';
 import { catalogRoutes, ENDPOINTS } from './routes/catalog-routes.js';
 import { viewRoutes } from './routes/view-routes.js';
-
-declare module 'fastify' {
-  interface FastifyRequest {
-    /** Who sent the request: the principal of its bearer token, or `anonymous`. */
-    principal: string;
-    /**
-     * When the request must be answered by (`performance.now()` ms): its arrival plus REQUEST_TIMEOUT_MS. Every
-     * database wait it makes is bounded by the time left (src/database/deadline.ts).
-     */
-    deadline: number;
-  }
-}
 
 /**
  * The catalog server. A request goes through, in order: the body parser (UTF-8, JSON, depth), authentication,
@@ -72,47 +60,23 @@ export async function buildApp(
     frameworkErrors,
     clientErrorHandler,
   });
-  app.decorateRequest('principal', '');
-  app.decorateRequest('deadline', 0);
-  app.decorateRequest('transaction', undefined);
-  // Before anything else: one deadline for the whole request, from its arrival.
-  app.addHook('onRequest', async (request) => {
-    request.deadline = performance.now() + config.requestTimeoutMs;
-  });
-  // Then the request's server span opens, before any other hook runs.
-  const observability = installObservability(app, config, db, readableLogs(config, logTo));
-  installDrain(app);
-  // Every object a route returns may hold longs past 2^53 as bigints, which JSON.stringify refuses.
+  // Every object a route returns may hold longs past 2^53 as bigints, which JSON.stringify refuses. Set
+  // before any route is made: a route keeps the serializer there was when it was made.
   app.setReplySerializer((payload) => stringifyLosslessJson(payload));
-  installErrorHandling(app);
-  keepReasons(app);
-  installJsonBodyParser(app);
-  requireWellEncodedQuery(app);
-  app.setValidatorCompiler(validatorCompiler);
-  // Every route the spec describes validates its path, query and body against the spec's schemas.
-  app.addHook('onRoute', (route) => {
-    if (route.schema !== undefined || typeof route.method !== 'string') return;
-    const schema = routeSchema(route.method, route.url);
-    if (schema !== undefined) route.schema = schema;
-  });
-
-  app.addHook('onRequest', async (request) => {
-    if (config.tokens.size === 0) {
-      request.principal = 'anonymous';
-      return;
-    }
-    if (isOpenPath(request.url)) return;
-    const match = /^Bearer (.+)$/.exec(request.headers.authorization ?? '');
-    const principal = match ? config.tokens.get(match[1] as string) : undefined;
-    if (principal === undefined) throw notAuthorized();
-    request.principal = principal;
-  });
-
-  // Before the idempotency plugin: its preHandler runs after this one.
-  guardLocations(app, warehouse);
-  if (config.idempotency.enabled)
-    await registerIdempotency(app, config, db, warehouse, observability.onEvent);
-  startRecordPurge(app, config, db, observability.onEvent);
+  // In the order their hooks run. Each plugin names the ones it must come after (its `dependencies`):
+  // registered out of order, the server does not start.
+  await app.register(errorHandling);
+  await app.register(requestDeadline, { requestTimeoutMs: config.requestTimeoutMs });
+  await app.register(observability, { config, db, readable: readableLogs(config, logTo) });
+  await app.register(drain);
+  await app.register(requestLog);
+  await app.register(jsonBody);
+  await app.register(wellEncodedQuery);
+  await app.register(routeValidation);
+  await app.register(bearerAuth, { tokens: config.tokens, openPaths: OPEN_PATHS });
+  await app.register(locationGuard, { warehouse });
+  await app.register(catalogIdempotency, { config, db, warehouse });
+  await app.register(recordPurge, { config, db });
 
   app.get('/v1/config', async () => ({
     defaults: {},

@@ -1,6 +1,7 @@
 import type { Socket } from 'node:net';
 import { isIdemError } from '@idem/core';
-import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
+import fp from 'fastify-plugin';
 import { IcebergError } from '../catalog/iceberg-error.js';
 import { databaseErrorKind } from '../database/error-kind.js';
 
@@ -119,20 +120,26 @@ export function sendError(reply: FastifyReply, error: IcebergError) {
   return reply.code(error.code).type('application/json').send(error.toJSON());
 }
 
-/** Answer every error, and every unknown route, as an `IcebergErrorResponse`. */
-export function installErrorHandling(app: FastifyInstance) {
-  app.setErrorHandler((error, request, reply) => {
-    const answer = toIcebergError(error);
-    if (answer.code >= 500) request.log[answer.code === 503 ? 'warn' : 'error'](error);
-    return sendError(reply, answer);
-  });
-  app.setNotFoundHandler((request, reply) =>
-    sendError(
-      reply,
-      new IcebergError(404, 'NotFoundException', clip(`no route for ${request.method} ${request.url}`)),
-    ),
-  );
-}
+/**
+ * Answer every error, and every unknown route, as an `IcebergErrorResponse`. Before any route is made: a
+ * route keeps the error handler there was when it was made.
+ */
+export const errorHandling = fp(
+  async (app) => {
+    app.setErrorHandler((error, request, reply) => {
+      const answer = toIcebergError(error);
+      if (answer.code >= 500) request.log[answer.code === 503 ? 'warn' : 'error'](error);
+      return sendError(reply, answer);
+    });
+    app.setNotFoundHandler((request, reply) =>
+      sendError(
+        reply,
+        new IcebergError(404, 'NotFoundException', clip(`no route for ${request.method} ${request.url}`)),
+      ),
+    );
+  },
+  { fastify: '5.x', name: 'reference-server/errors' },
+);
 
 /** Fastify's `frameworkErrors`: a path that cannot be decoded, or a path parameter over the router's limit. */
 export function frameworkErrors(error: FastifyError, _request: FastifyRequest, reply: FastifyReply) {

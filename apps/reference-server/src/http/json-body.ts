@@ -1,4 +1,4 @@
-import type { FastifyInstance } from 'fastify';
+import fp from 'fastify-plugin';
 import { badRequest } from '../catalog/iceberg-error.js';
 import { MAX_BODY_BYTES, MAX_JSON_DEPTH, textProblem } from '../catalog/limits.js';
 import { JsonTextError, parseLosslessJson } from '../catalog/lossless-json.js';
@@ -52,37 +52,42 @@ function problemOf(value: unknown, path: (string | number)[]): string | undefine
  * above. Each failure is a 400 that says which. Numbers keep their exact value: an integer past 2^53 (a snapshot
  * id of the Java client) is a bigint (see catalog/lossless-json.ts).
  */
-export function installJsonBodyParser(app: FastifyInstance) {
-  const decoder = new TextDecoder('utf-8', { fatal: true });
-  app.removeContentTypeParser('application/json');
-  app.addContentTypeParser(
-    'application/json',
-    { parseAs: 'buffer', bodyLimit: MAX_BODY_BYTES },
-    (_request, body: Buffer, done) => {
-      if (body.length === 0) return done(badRequest('the request body is empty'), undefined);
-      let text: string;
-      try {
-        text = decoder.decode(body);
-      } catch {
-        return done(badRequest('the request body is not valid UTF-8'), undefined);
-      }
-      let value: unknown;
-      try {
-        // The parser is recursive: text nesting deeper than problemOf allows (a container one level below the
-        // deepest value it takes) never reaches it.
-        value = parseLosslessJson(text, { maxDepth: MAX_JSON_DEPTH + 1, beyondRange: () => BEYOND_RANGE });
-      } catch (error) {
-        const depth = error instanceof JsonTextError && error.problem === 'depth';
-        return done(
-          badRequest(
-            depth ? `body nests deeper than ${MAX_JSON_DEPTH} levels` : 'the request body is not valid JSON',
-          ),
-          undefined,
-        );
-      }
-      const problem = problemOf(value, []);
-      if (problem !== undefined) return done(badRequest(problem), undefined);
-      done(null, value);
-    },
-  );
-}
+export const jsonBody = fp(
+  async (app) => {
+    const decoder = new TextDecoder('utf-8', { fatal: true });
+    app.removeContentTypeParser('application/json');
+    app.addContentTypeParser(
+      'application/json',
+      { parseAs: 'buffer', bodyLimit: MAX_BODY_BYTES },
+      (_request, body: Buffer, done) => {
+        if (body.length === 0) return done(badRequest('the request body is empty'), undefined);
+        let text: string;
+        try {
+          text = decoder.decode(body);
+        } catch {
+          return done(badRequest('the request body is not valid UTF-8'), undefined);
+        }
+        let value: unknown;
+        try {
+          // The parser is recursive: text nesting deeper than problemOf allows (a container one level below
+          // the deepest value it takes) never reaches it.
+          value = parseLosslessJson(text, { maxDepth: MAX_JSON_DEPTH + 1, beyondRange: () => BEYOND_RANGE });
+        } catch (error) {
+          const depth = error instanceof JsonTextError && error.problem === 'depth';
+          return done(
+            badRequest(
+              depth
+                ? `body nests deeper than ${MAX_JSON_DEPTH} levels`
+                : 'the request body is not valid JSON',
+            ),
+            undefined,
+          );
+        }
+        const problem = problemOf(value, []);
+        if (problem !== undefined) return done(badRequest(problem), undefined);
+        done(null, value);
+      },
+    );
+  },
+  { fastify: '5.x', name: 'reference-server/json-body' },
+);

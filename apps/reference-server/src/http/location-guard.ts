@@ -1,4 +1,5 @@
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyRequest } from 'fastify';
+import fp from 'fastify-plugin';
 import type { Warehouse } from '../catalog/warehouse.js';
 
 type Node = Record<string, unknown>;
@@ -53,11 +54,19 @@ export function locationsOf(
 
 /**
  * Confine every location a request names to the warehouse before the request goes any further: added ahead of
- * the idempotency plugin, so a location outside the warehouse is refused (400/403) without taking a key.
+ * the idempotency plugin, so a location outside the warehouse is refused (400/403) without taking a key. It
+ * finds them by the route's body schema, which route validation gives it.
  */
-export function guardLocations(app: FastifyInstance, warehouse: Warehouse) {
-  app.addHook('preHandler', async (request) => {
-    for (const { location, field } of locationsOf(bodyComponent(request), request.body))
-      await warehouse.check(location, field);
-  });
-}
+export const locationGuard = fp<{ readonly warehouse: Warehouse }>(
+  async (app, { warehouse }) => {
+    app.addHook('preHandler', async (request) => {
+      for (const { location, field } of locationsOf(bodyComponent(request), request.body))
+        await warehouse.check(location, field);
+    });
+  },
+  {
+    fastify: '5.x',
+    name: 'reference-server/location-guard',
+    dependencies: ['reference-server/route-validation'],
+  },
+);

@@ -1,4 +1,4 @@
-import type { FastifyInstance } from 'fastify';
+import fp from 'fastify-plugin';
 import { badRequest } from '../catalog/iceberg-error.js';
 
 /** Whether every name and value of a raw query string percent-decodes to valid UTF-8. */
@@ -18,10 +18,13 @@ function isWellEncoded(query: string): boolean {
  * UTF-8), as the router refuses such a path. The query parser would otherwise keep the text as it is, so that
  * `parent=a%C3%28` named a namespace "a%C3%28" instead of failing.
  */
-export function requireWellEncodedQuery(app: FastifyInstance) {
-  app.addHook('onRequest', async (request) => {
-    const at = request.url.indexOf('?');
-    if (at !== -1 && !isWellEncoded(request.url.slice(at + 1)))
-      throw badRequest('the query string is not validly percent-encoded');
-  });
-}
+export const wellEncodedQuery = fp(
+  async (app) => {
+    app.addHook('onRequest', async (request) => {
+      const at = request.url.indexOf('?');
+      if (at !== -1 && !isWellEncoded(request.url.slice(at + 1)))
+        throw badRequest('the query string is not validly percent-encoded');
+    });
+  },
+  { fastify: '5.x', name: 'reference-server/query-string', dependencies: ['reference-server/observability'] },
+);

@@ -8,13 +8,6 @@ import { type Answer, render, sendRendered } from '../http/answer.js';
 import { toIcebergError } from '../http/errors.js';
 import { storedAnswer } from './stored-answer.js';
 
-declare module 'fastify' {
-  interface FastifyRequest {
-    /** The catalog transaction a mutation runs in, while it runs. */
-    transaction: Executor | undefined;
-  }
-}
-
 /**
  * The answer of `work` under a reserved key, a refusal it throws included (a 409 when the table changed, a 404):
  * the work is undone to a savepoint and the refusal is answered and finalized in the transaction like any
@@ -35,10 +28,10 @@ async function answerOf(tx: Executor, work: (tx: Executor) => Promise<Answer>): 
 }
 
 /**
- * Run the catalog mutation of `reply.request` in one database transaction together with its idempotency record,
- * and send its answer on `reply`: the key is reserved there first (a duplicate waits on its row until this
- * transaction ends, then replays), the change is made, and the answer is finalized; all commit together, or
- * nothing does. A key held by another request, or used for another one, answers without running `work`.
+ * Run the catalog mutation of `reply.request` in one database transaction together with its idempotency
+ * record, and send its answer on `reply`: the key is reserved there first (a duplicate waits on its row until
+ * this transaction ends, then replays), the change is made, and the answer is finalized; all commit together,
+ * or nothing does. A key held by another request, or used for another one, answers without running `work`.
  */
 export async function mutate(
   reply: FastifyReply,

@@ -1,47 +1,71 @@
 import { fastifyIdempotency } from '@idem/adapter-fastify';
-import type { IdemError, IdempotencyEventListener } from '@idem/core';
-import type { FastifyInstance } from 'fastify';
+import type { IdemError } from '@idem/core';
+import fp from 'fastify-plugin';
 import type { Warehouse } from '../catalog/warehouse.js';
 import type { ServerConfig } from '../config.js';
 import type { CatalogDatabase } from '../database/catalog-database.js';
+import type { Executor } from '../database/executor.js';
 import { errorTypeOf } from '../http/errors.js';
 import { replayRebuilder } from './replay.js';
 import { scopeOf } from './scope.js';
 import { withoutConfig } from './stored-answer.js';
 
-/**
- * The idempotency plugin, as the catalog uses it. Registered after schema validation's place in the request
- * (its preHandler runs after it), so that malformed input never reserves a key.
- */
-export async function registerIdempotency(
-  app: FastifyInstance,
-  config: ServerConfig,
-  db: CatalogDatabase,
-  warehouse: Warehouse,
-  onEvent: readonly IdempotencyEventListener[] = [],
-) {
-  await app.register(fastifyIdempotency, {
-    store: db.store,
-    onEvent, // metrics, traces and the audit log (src/observability)
-    keyFormat: 'uuidv7',
-    lifetimeMs: config.idempotency.lifetimeMs,
-    graceMs: config.idempotency.graceMs,
-    leaseMs: config.idempotency.leaseMs,
-    methods: ['POST', 'DELETE'],
-    // Each mutation reserves its key in its own catalog transaction (mutate.ts): one transaction per
-    // request, duplicates wait on the record's row, and a crash rolls the reservation back.
-    reserveIn: 'transaction',
-    // The spec declares 400, not 422, for every operation; Iceberg's Java client retries 503 with the same
-    // key, and reads 409 as AlreadyExists / CommitFailed.
-    statuses: { keyReused: 400, inProgress: 503 },
-    inFlight: { strategy: 'wait', maxWaitMs: config.idempotency.maxWaitMs, timeoutStatus: 503 },
-    scope: scopeOf,
-    redact: withoutConfig,
-    rebuildReplay: replayRebuilder(db, warehouse),
-    // By status: a 400 of the idempotency layer (an invalid or reused key, a value the store cannot hold) is a
-    // BadRequestException like any other.
-    formatError: (error: IdemError) => ({
-      error: { message: error.message, type: errorTypeOf(error.status), code: error.status },
-    }),
-  });
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** The catalog transaction a mutation runs in, while it runs (mutate.ts): a replay is read in it. */
+    transaction: Executor | undefined;
+  }
 }
+
+export interface CatalogIdempotencyOptions {
+  readonly config: ServerConfig;
+  readonly db: CatalogDatabase;
+  readonly warehouse: Warehouse;
+}
+
+/**
+ * The idempotency plugin (@idem/adapter-fastify), as the catalog uses it, when IDEMPOTENCY is on. Its
+ * preHandler runs after the location guard's, and schema validation comes before both, so that malformed
+ * input never reserves a key; its scope is the principal bearer auth found. Registered either way, so that
+ * the routes can name it as what they come after.
+ */
+export const catalogIdempotency = fp<CatalogIdempotencyOptions>(
+  async (app, { config, db, warehouse }) => {
+    app.decorateRequest('transaction', undefined);
+    if (!config.idempotency.enabled) return;
+    await app.register(fastifyIdempotency, {
+      store: db.store,
+      onEvent: app.idempotencyEvents, // metrics, traces and the audit log (src/observability)
+      keyFormat: 'uuidv7',
+      lifetimeMs: config.idempotency.lifetimeMs,
+      graceMs: config.idempotency.graceMs,
+      leaseMs: config.idempotency.leaseMs,
+      methods: ['POST', 'DELETE'],
+      // Each mutation reserves its key in its own catalog transaction (mutate.ts): one transaction per
+      // request, duplicates wait on the record's row, and a crash rolls the reservation back.
+      reserveIn: 'transaction',
+      // The spec declares 400, not 422, for every operation; Iceberg's Java client retries 503 with the same
+      // key, and reads 409 as AlreadyExists / CommitFailed.
+      statuses: { keyReused: 400, inProgress: 503 },
+      inFlight: { strategy: 'wait', maxWaitMs: config.idempotency.maxWaitMs, timeoutStatus: 503 },
+      scope: scopeOf,
+      redact: withoutConfig,
+      rebuildReplay: replayRebuilder(db, warehouse),
+      // By status: a 400 of the idempotency layer (an invalid or reused key, a value the store cannot hold)
+      // is a BadRequestException like any other.
+      formatError: (error: IdemError) => ({
+        error: { message: error.message, type: errorTypeOf(error.status), code: error.status },
+      }),
+    });
+  },
+  {
+    fastify: '5.x',
+    name: 'reference-server/idempotency',
+    dependencies: [
+      'reference-server/observability',
+      'reference-server/bearer-auth',
+      'reference-server/location-guard',
+    ],
+    decorators: { fastify: ['idempotencyEvents'], request: ['principal', 'deadline'] },
+  },
+);

@@ -1,5 +1,5 @@
 import type { IdempotencyEventListener } from '@idem/core';
-import type { FastifyInstance } from 'fastify';
+import fp from 'fastify-plugin';
 import type { ServerConfig } from '../config.js';
 import type { CatalogDatabase } from '../database/catalog-database.js';
 import { openAuditLog } from './audit-file.js';
@@ -17,29 +17,43 @@ export const OPEN_PATHS: ReadonlySet<string> = new Set([
   '/metrics',
 ]);
 
-/** `true` for a request to one of {@link OPEN_PATHS} (whatever its query string). */
-export const isOpenPath = (url: string): boolean => OPEN_PATHS.has(url.split('?', 1)[0] as string);
+declare module 'fastify' {
+  interface FastifyInstance {
+    /**
+     * The listeners for the idempotency plugin's and the purge scheduler's `onEvent`: metrics, traces, audit.
+     */
+    readonly idempotencyEvents: readonly IdempotencyEventListener[];
+  }
+}
+
+export interface ObservabilityOptions {
+  readonly config: ServerConfig;
+  readonly db: Pick<CatalogDatabase, 'ping'>;
+  /** Whether the log is pino-pretty's lines for a person (observability/logger.ts). */
+  readonly readable?: boolean;
+}
 
 /**
- * Metrics, traces, the audit log and the probes, on a server being built. Call it before the routes and the
- * other hooks: the server span must open first. Returns the listeners for the idempotency plugin's and the
- * purge scheduler's `onEvent`.
+ * Metrics, traces, the audit log and the probes, and `app.idempotencyEvents`. The server span opens in the
+ * first onRequest hook after the request's deadline is set, before every other plugin's hooks; the probes are
+ * routes, made once the error handler is there.
  */
-export function installObservability(
-  app: FastifyInstance,
-  config: ServerConfig,
-  db: Pick<CatalogDatabase, 'ping'>,
-  /** Whether the log is pino-pretty's lines for a person (observability/logger.ts). */
-  readable?: boolean,
-): { readonly onEvent: readonly IdempotencyEventListener[] } {
-  const { observability } = config;
-  const onEvent: IdempotencyEventListener[] = [];
-  if (observability.traces) {
-    installServerSpans(app);
-    onEvent.push(idempotencyTracing());
-  }
-  if (observability.metrics) onEvent.push(installMetrics(app).onEvent);
-  if (observability.audit.enabled) onEvent.push(openAuditLog(app, config, readable));
-  installHealth(app, config, db);
-  return { onEvent };
-}
+export const observability = fp<ObservabilityOptions>(
+  async (app, { config, db, readable }) => {
+    const { observability } = config;
+    const onEvent: IdempotencyEventListener[] = [];
+    if (observability.traces) {
+      installServerSpans(app);
+      onEvent.push(idempotencyTracing());
+    }
+    if (observability.metrics) onEvent.push(installMetrics(app).onEvent);
+    if (observability.audit.enabled) onEvent.push(openAuditLog(app, config, readable));
+    installHealth(app, config, db);
+    app.decorate('idempotencyEvents', onEvent);
+  },
+  {
+    fastify: '5.x',
+    name: 'reference-server/observability',
+    dependencies: ['reference-server/deadline', 'reference-server/errors'],
+  },
+);

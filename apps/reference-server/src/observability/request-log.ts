@@ -1,4 +1,5 @@
-import { type FastifyInstance, type FastifyReply, type FastifyRequest, LogController } from 'fastify';
+import { type FastifyReply, type FastifyRequest, LogController } from 'fastify';
+import fp from 'fastify-plugin';
 import { logText } from './log-text.js';
 
 /** Milliseconds as a log line shows them: at most two decimals (`20.65`, not `20.64887599999929`). */
@@ -15,37 +16,47 @@ const reasons = new WeakMap<FastifyRequest, Reason>();
 const arrivals = new WeakMap<FastifyRequest, number>();
 const told = new WeakSet<FastifyRequest>();
 
-/** Keep the reason of every 4xx and 5xx answer, read from the error body that went out (any path: handlers, the
- * error handler, the idempotency layer's refusals, replays of a stored refusal). */
-export function keepReasons(app: FastifyInstance): void {
-  app.addHook('onRequest', async (request) => {
-    arrivals.set(request, performance.now());
-  });
-  // A request whose client went away (or that Node timed out with its own 408) before an answer went out never
-  // completes: its line says so, instead of there being none.
-  app.addHook('onRequestAbort', async (request) => {
-    if (told.has(request)) return;
-    told.add(request);
-    const ms = roundMs(performance.now() - (arrivals.get(request) ?? performance.now()));
-    const [method, url] = [logText(request.method), logText(request.url)];
-    request.log.info(
-      { method, url, aborted: true, responseTimeMs: ms },
-      `${method} ${url} aborted after ${ms} ms (the client went away or its request timed out)`,
-    );
-  });
-  app.addHook('onSend', async (request, reply, payload) => {
-    if (reply.statusCode < 400) return payload;
-    const text =
-      typeof payload === 'string' ? payload : Buffer.isBuffer(payload) ? payload.toString('utf8') : undefined;
-    if (text === undefined || text.length > 64 * 1024) return payload;
-    try {
-      const error = (JSON.parse(text) as { error?: { type?: unknown; message?: unknown } }).error;
-      if (typeof error?.type === 'string' && typeof error.message === 'string')
-        reasons.set(request, { type: logText(error.type), message: logText(error.message) });
-    } catch {}
-    return payload;
-  });
-}
+/**
+ * What the request line tells besides Fastify's own: when each request arrived, the line of one aborted, and
+ * the reason of every 4xx and 5xx answer, read from the error body that went out (any path: handlers, the
+ * error handler, the idempotency layer's refusals, replays of a stored refusal).
+ */
+export const requestLog = fp(
+  async (app) => {
+    app.addHook('onRequest', async (request) => {
+      arrivals.set(request, performance.now());
+    });
+    // A request whose client went away (or that Node timed out with its own 408) before an answer went out
+    // never completes: its line says so, instead of there being none.
+    app.addHook('onRequestAbort', async (request) => {
+      if (told.has(request)) return;
+      told.add(request);
+      const ms = roundMs(performance.now() - (arrivals.get(request) ?? performance.now()));
+      const [method, url] = [logText(request.method), logText(request.url)];
+      request.log.info(
+        { method, url, aborted: true, responseTimeMs: ms },
+        `${method} ${url} aborted after ${ms} ms (the client went away or its request timed out)`,
+      );
+    });
+    app.addHook('onSend', async (request, reply, payload) => {
+      if (reply.statusCode < 400) return payload;
+      const text =
+        typeof payload === 'string'
+          ? payload
+          : Buffer.isBuffer(payload)
+            ? payload.toString('utf8')
+            : undefined;
+      if (text === undefined || text.length > 64 * 1024) return payload;
+      try {
+        const error = (JSON.parse(text) as { error?: { type?: unknown; message?: unknown } }).error;
+        if (typeof error?.type === 'string' && typeof error.message === 'string')
+          reasons.set(request, { type: logText(error.type), message: logText(error.message) });
+      } catch {}
+      return payload;
+    });
+  },
+  { fastify: '5.x', name: 'reference-server/request-log', dependencies: ['reference-server/observability'] },
+);
 
 /** The one line of a request: what a person reads, and the same facts as fields for a machine. */
 export function requestLine(request: FastifyRequest, reply: FastifyReply) {

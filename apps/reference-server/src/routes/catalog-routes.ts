@@ -10,8 +10,6 @@ import { ancestorsOf } from '../catalog/paths.js';
 import * as repo from '../catalog/repository.js';
 import { SEPARATOR } from '../catalog/repository.js';
 import { newTableMetadata } from '../catalog/table-metadata.js';
-import type { Warehouse } from '../catalog/warehouse.js';
-import type { CatalogDatabase } from '../database/catalog-database.js';
 import { send } from '../http/answer.js';
 import { mutate } from '../idempotency/mutate.js';
 import { registration, renameHandler } from './entity-ops.js';
@@ -24,12 +22,10 @@ import {
   requireNamespace,
   stringMap,
 } from './parse.js';
+import { type CatalogRouteOptions, routePlugin } from './route-plugin.js';
 import { commitTableHandler, commitTransactionHandler } from './table-commits.js';
 
-export const catalogRoutes: FastifyPluginAsync<{ db: CatalogDatabase; warehouse: Warehouse }> = async (
-  app,
-  { db, warehouse },
-) => {
+const routes: FastifyPluginAsync<CatalogRouteOptions> = async (app, { db, warehouse }) => {
   // ---- namespaces
   app.get('/namespaces', async (request) => {
     const { prefix = '' } = request.params as Params;
@@ -279,6 +275,9 @@ export const catalogRoutes: FastifyPluginAsync<{ db: CatalogDatabase; warehouse:
     return reply.code(204).send();
   });
 };
+
+/** The namespace and table routes, under one path prefix. */
+export const catalogRoutes = routePlugin('reference-server/catalog-routes', routes);
 
 /** What this server implements, as `/v1/config` advertises it. */
 export const ENDPOINTS = [

@@ -13,19 +13,14 @@ import {
   newViewMetadata,
   type ViewMetadata,
 } from '../catalog/view-metadata.js';
-import type { Warehouse } from '../catalog/warehouse.js';
-import type { CatalogDatabase } from '../database/catalog-database.js';
 import { mutate } from '../idempotency/mutate.js';
 import { registration, renameHandler } from './entity-ops.js';
 import { body, checkUpdateCount, loadResult, namespaceOf, requireNamespace } from './parse.js';
+import { type CatalogRouteOptions, routePlugin } from './route-plugin.js';
 
 const viewName = (request: FastifyRequest) => (request.params as { view: string }).view;
 
-/** Views share the namespace's names with tables: a view and a table cannot have the same name. */
-export const viewRoutes: FastifyPluginAsync<{ db: CatalogDatabase; warehouse: Warehouse }> = async (
-  app,
-  { db, warehouse },
-) => {
+const routes: FastifyPluginAsync<CatalogRouteOptions> = async (app, { db, warehouse }) => {
   /**
    * Create a view where nothing of that name exists yet (create and register-view); `entity` is made once the
    * key is reserved and the name found free, so that a retry that replays writes nothing.
@@ -146,3 +141,9 @@ export const viewRoutes: FastifyPluginAsync<{ db: CatalogDatabase; warehouse: Wa
     });
   });
 };
+
+/**
+ * The view routes, under one path prefix. Views share the namespace's names with tables: a view and a table
+ * cannot have the same name.
+ */
+export const viewRoutes = routePlugin('reference-server/view-routes', routes);
