@@ -1,16 +1,14 @@
-import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, test } from 'vitest';
+import { spawnServer } from './support/process.js';
 
 // A setting the server cannot use stops it at startup with one line on stderr that names the setting and what
 // it accepts, and exit code 2; never an uncaught stack (before: `PORT=abc` ended in a 12-line stack and exit
 // code 1, `DATABASE_URL=ftp://x` was opened as a SQLite file of that name, an unknown LOG_LEVEL was pino's stack,
 // a CONFIG_FILE that is not JSON printed JSON.parse's quote of the file).
 
-const serverDir = fileURLToPath(new URL('..', import.meta.url));
 const dir = mkdtempSync(join(tmpdir(), 'idem-settings-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
@@ -25,18 +23,13 @@ function start(
   env: Record<string, string>,
 ): Promise<{ code: number | null; stderr: string; stdout: string }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
-      cwd: serverDir,
-      env: {
-        PATH: process.env.PATH ?? '',
-        HOME: process.env.HOME ?? dir,
-        DATABASE_URL: 'sqlite::memory:',
-        WAREHOUSE: join(dir, 'warehouse'),
-        PORT: '0',
-        LOG_FORMAT: 'json',
-        ...env,
-      },
-      stdio: ['ignore', 'pipe', 'pipe'],
+    const child = spawnServer({
+      HOME: process.env.HOME ?? dir,
+      DATABASE_URL: 'sqlite::memory:',
+      WAREHOUSE: join(dir, 'warehouse'),
+      PORT: '0',
+      LOG_FORMAT: 'json',
+      ...env,
     });
     let [stdout, stderr] = ['', ''];
     child.stdout.on('data', (chunk) => {

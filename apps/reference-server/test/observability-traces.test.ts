@@ -1,17 +1,15 @@
-import { type ChildProcess, spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { trace } from '@opentelemetry/api';
 import { afterEach, describe, expect, test } from 'vitest';
 import { tracesWanted } from '../src/observability/settings.js';
 import { startObservedNode } from './support/observed.js';
+import { spawnServer } from './support/process.js';
 import { call, newKey } from './support/server.js';
-
-const serverDir = fileURLToPath(new URL('..', import.meta.url));
 
 /** What an OTLP/HTTP collector received. */
 interface Export {
@@ -62,20 +60,15 @@ async function startProcess(
 ): Promise<{ url: string; child: ChildProcess; stdout: string[] }> {
   const dir = mkdtempSync(join(tmpdir(), 'idem-traces-'));
   running.dirs.push(dir);
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
-    cwd: serverDir,
-    env: {
-      PATH: process.env.PATH ?? '',
-      HOME: process.env.HOME ?? dir,
-      DATABASE_URL: 'sqlite::memory:',
-      WAREHOUSE: join(dir, 'warehouse'),
-      HOST: '127.0.0.1',
-      PORT: '0',
-      LOG_LEVEL: 'info',
-      IDEMPOTENCY_PURGE_ENABLED: 'false',
-      ...env,
-    },
-    stdio: ['ignore', 'pipe', 'pipe'],
+  const child = spawnServer({
+    HOME: process.env.HOME ?? dir,
+    DATABASE_URL: 'sqlite::memory:',
+    WAREHOUSE: join(dir, 'warehouse'),
+    HOST: '127.0.0.1',
+    PORT: '0',
+    LOG_LEVEL: 'info',
+    IDEMPOTENCY_PURGE_ENABLED: 'false',
+    ...env,
   });
   running.child = child;
   const stdout: string[] = [];

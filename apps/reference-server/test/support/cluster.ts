@@ -1,12 +1,10 @@
-import { type ChildProcess, spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { spawnServer } from './process.js';
 import { startTcpProxy, type TcpProxy } from './tcp-proxy.js';
-
-const serverDir = fileURLToPath(new URL('../..', import.meta.url));
 
 /**
  * Short leases and timeouts, so that every fault resolves in about a second and the suite stays within CI's
@@ -72,17 +70,12 @@ export class ClusterNode {
   async start(extraEnv: Record<string, string> = {}): Promise<void> {
     this.#expectExit = false;
     const startedMs = Date.now();
-    const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
-      cwd: serverDir,
-      env: {
-        PATH: process.env.PATH ?? '',
-        HOME: process.env.HOME ?? tmpdir(),
-        HOST: '127.0.0.1',
-        PORT: String(this.port),
-        ...this.env,
-        ...extraEnv,
-      },
-      stdio: ['ignore', 'pipe', 'pipe'],
+    const child = spawnServer({
+      HOME: process.env.HOME ?? tmpdir(),
+      HOST: '127.0.0.1',
+      PORT: String(this.port),
+      ...this.env,
+      ...extraEnv,
     });
     this.child = child;
     const keep = (chunk: Buffer) => {

@@ -15,21 +15,23 @@ export interface ServerProcess {
   stop(): Promise<void>;
 }
 
-/** Start `src/main.ts` as the tests start nodes (tsx), with `env` alone (and PATH/HOME). */
-export function startServerProcess(env: Record<string, string>): ServerProcess {
+/**
+ * Spawn the server process as `pnpm start` runs its build, from its source (`src/main.ts` under tsx), with
+ * `env` alone besides PATH and HOME (which `env` may set); stdout and stderr are pipes.
+ */
+export function spawnServer(env: Record<string, string>) {
   // REFERENCE_SERVER_ENTRY: another entry (an older checkout's), to see a suite fail before a fix.
   const entry = process.env.REFERENCE_SERVER_ENTRY ?? 'src/main.ts';
-  const child = spawn(process.execPath, ['--import', 'tsx', entry], {
+  return spawn(process.execPath, ['--import', 'tsx', entry], {
     cwd: serverDir,
-    env: {
-      PATH: process.env.PATH ?? '',
-      HOME: process.env.HOME ?? '/tmp',
-      HOST: '127.0.0.1',
-      PORT: '0',
-      ...env,
-    },
+    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
+}
+
+/** Start `src/main.ts` as the tests start nodes (tsx), with `env` alone (and PATH/HOME). */
+export function startServerProcess(env: Record<string, string>): ServerProcess {
+  const child = spawnServer({ HOST: '127.0.0.1', PORT: '0', ...env });
   const lines: string[] = [];
   const errors: string[] = [];
   const waiters = new Set<() => void>();
