@@ -1,15 +1,13 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import {
-  clientGoneSignal,
   createIdempotency,
   type Execution,
   type IdemError,
   type IdempotencyOptions,
-  isResponseGone,
   type ReplayResponse,
-  settleOnResponse,
   UNSEEN_BODY,
 } from '@idem/core';
+import { clientGoneSignal, isResponseGone, settleOnResponse } from '@idem/node-http';
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 
 declare global {

@@ -1,15 +1,13 @@
 import { Transform } from 'node:stream';
 import {
-  clientGoneSignal,
   createIdempotency,
   type Execution,
   type IdemError,
   type Idempotency,
   type IdempotencyOptions,
-  isResponseGone,
-  settleOnResponse,
   UNSEEN_BODY,
 } from '@idem/core';
+import { clientGoneSignal, isResponseGone, settleOnResponse } from '@idem/node-http';
 import type {
   FastifyPluginAsync,
   FastifyRequest,

@@ -51,7 +51,6 @@ export {
   UNSEEN_BODY,
 } from './fingerprint.js';
 export { type KeyFormat, type KeyValidator, parseIdempotencyKey } from './key-format.js';
-export { clientGoneSignal, isResponseGone, settleOnResponse } from './node-response.js';
 export {
   type PurgeOnceOptions,
   type PurgeSchedulerOptions,

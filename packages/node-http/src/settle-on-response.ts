@@ -1,6 +1,5 @@
 import type { ServerResponse } from 'node:http';
-import type { Execution } from './execution.js';
-import type { CapturedResponse, HeaderValue } from './response.js';
+import type { CapturedResponse, Execution, HeaderValue } from '@idem/core';
 
 type Chunk = string | Uint8Array | null | undefined;
 
@@ -29,26 +28,6 @@ function toBuffer(chunk: Chunk, encoding: unknown): Buffer | undefined {
     return Buffer.from(chunk, (typeof encoding === 'string' ? encoding : 'utf8') as BufferEncoding);
   }
   return Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
-}
-
-/**
- * A signal aborted when the client behind `res` leaves before the response is complete: what a waiting
- * `begin` (`inFlight: { strategy: 'wait' }`) needs. Create it only when something waits: most requests never
- * do, and a normally finished response aborts nothing (an abort costs a DOMException).
- */
-export function clientGoneSignal(res: ServerResponse): AbortSignal {
-  const controller = new AbortController();
-  if (isResponseGone(res)) controller.abort();
-  else
-    res.once('close', () => {
-      if (!res.writableFinished) controller.abort();
-    });
-  return controller.signal;
-}
-
-/** `true` when the client behind `res` is gone: the connection closed before the response did. */
-export function isResponseGone(res: ServerResponse): boolean {
-  return res.destroyed || res.socket?.destroyed === true;
 }
 
 /**
@@ -179,8 +158,8 @@ class ResponseCapture {
 
 /**
  * Settle an execution by what happens to its Node.js response (Express's `res`, Fastify's `reply.raw`), the
- * one lifecycle both adapters share. Call it just before the handler runs, after checking
- * {@link isResponseGone}; it captures what is written (up to `execution.maxBodyBytes`) and then:
+ * one lifecycle both adapters share. Call it just before the handler runs, after checking `isResponseGone`
+ * (`startExecution` does both); it captures what is written (up to `execution.maxBodyBytes`) and then:
  *
  * - the response ends (the handler answered) → `finish` with it: stored or released by its status, even
  *   when the client has gone by then, because the work is done;

@@ -1,0 +1,70 @@
+import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
+import type { Idempotency, IdempotentRequest } from '@idem/core';
+import { clientGoneSignal } from './client-gone.js';
+
+/** A request as a Node.js adapter has it: what {@link describeRequest} turns into what `begin` needs. */
+export interface NodeRequestParts<Host> {
+  /** The HTTP method. */
+  readonly method: string;
+  /** The URL as received, path and query (`req.originalUrl` in Express, `request.url` in Fastify). */
+  readonly url: string;
+  /** The headers as Node.js parsed them. */
+  readonly headers: IncomingHttpHeaders;
+  /** The route template (`/orders/:id`), or the path where there is no router. */
+  readonly route: string;
+  /**
+   * The body: its raw bytes where the adapter kept them, else the parsed body, else `UNSEEN_BODY` for a body
+   * that is there ({@link declaresBody}) but that nothing read.
+   */
+  readonly body: unknown;
+  /** Who owns the key: what the host's `scope` option returned. @default every request shares one scope */
+  readonly scope?: string | undefined;
+  /** The framework's request, handed to the hooks (`redact`, `rebuildReplay`) as `host`. */
+  readonly host: Host;
+}
+
+/**
+ * `true` when the request declares a body, by a `Transfer-Encoding` or a `Content-Length` above 0: a body
+ * that nothing read is then unseen, never hashed as no body.
+ */
+export function declaresBody(headers: IncomingHttpHeaders): boolean {
+  return headers['transfer-encoding'] !== undefined || Number(headers['content-length']) > 0;
+}
+
+/**
+ * The request `begin` needs, from a Node.js request: the path and the raw query split at the first `?`
+ * (`/orders?` has an empty query, `/orders` none), the content type, the key header as received, and a
+ * `signal` that is created only when the request has to wait behind another with its key (most never do,
+ * and an abort signal per request costs).
+ *
+ * Node.js joins a repeated key header with `", "`; a comma is never valid in a key, so `begin` rejects it as
+ * it is.
+ *
+ * @param idem the coordinator (its `headerName`, and `waits`)
+ * @param res the response, whose closing before it is complete aborts the `signal`
+ * @example
+ * const result = await idem.begin(describeRequest(idem, res, { method, url, headers, route, body, host: req }));
+ */
+export function describeRequest<Host>(
+  idem: Pick<Idempotency, 'headerName' | 'waits'>,
+  res: ServerResponse,
+  request: NodeRequestParts<Host>,
+): IdempotentRequest<Host> {
+  const { url, headers } = request;
+  const queryAt = url.indexOf('?');
+  const { waits } = idem;
+  return {
+    method: request.method,
+    route: request.route,
+    path: queryAt === -1 ? url : url.slice(0, queryAt),
+    query: queryAt === -1 ? undefined : url.slice(queryAt + 1),
+    body: request.body,
+    contentType: headers['content-type'],
+    key: headers[idem.headerName],
+    scope: request.scope,
+    get signal() {
+      return waits ? clientGoneSignal(res) : undefined;
+    },
+    host: request.host,
+  };
+}

@@ -1,0 +1,48 @@
+import { Readable } from 'node:stream';
+import { text } from 'node:stream/consumers';
+import { UNSEEN_BODY } from '@idem/core';
+import { keepBody } from '@idem/node-http';
+import { describe, expect, test } from 'vitest';
+
+const idem = { headerName: 'idempotency-key', covers: (method: string) => method === 'POST' };
+const keyed = { method: 'POST', headers: { 'idempotency-key': 'k', 'content-length': '4' } };
+
+describe('keepBody', () => {
+  test.each([
+    ['a method that is not covered', { ...keyed, method: 'GET' }],
+    ['no key', { method: 'POST', headers: { 'content-length': '4' } }],
+    ['no body declared', { method: 'POST', headers: { 'idempotency-key': 'k' } }],
+  ])('nothing to keep for %s', (_, request) => {
+    expect(keepBody(idem, request, Readable.from([Buffer.from('abcd')]))).toBeUndefined();
+  });
+
+  test('the same bytes for the parser; the whole body once it went through, unseen before', async () => {
+    const source = new Readable({ read() {} });
+    const kept = keepBody(idem, keyed, source);
+    expect(kept?.bytes()).toBe(UNSEEN_BODY);
+    source.push(Buffer.from('ab'));
+    const read = text(kept?.stream ?? source);
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(kept?.bytes()).toBe(UNSEEN_BODY); // half of it: not the body
+    source.push(Buffer.from('cd'));
+    source.push(null);
+    expect(await read).toBe('abcd');
+    expect(kept?.bytes()).toEqual(Buffer.from('abcd'));
+  });
+
+  test("the source's receivedEncodedLength, as it counts", () => {
+    const source = Object.assign(new Readable({ read() {} }), { receivedEncodedLength: 0 });
+    const stream = keepBody(idem, keyed, source)?.stream as Readable & { receivedEncodedLength?: number };
+    source.receivedEncodedLength = 17;
+    expect(stream.receivedEncodedLength).toBe(17);
+  });
+
+  test("the source's errors reach the parser, and the body stays unseen", async () => {
+    const source = new Readable({ read() {} });
+    const kept = keepBody(idem, keyed, source);
+    const failed = new Promise((resolve) => kept?.stream.on('error', resolve));
+    source.destroy(new Error('connection reset'));
+    expect(await failed).toMatchObject({ message: 'connection reset' });
+    expect(kept?.bytes()).toBe(UNSEEN_BODY);
+  });
+});
