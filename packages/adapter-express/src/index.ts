@@ -1,5 +1,1 @@
-export {
-  captureRawBody,
-  type ExpressIdempotencyOptions,
-  idempotencyMiddleware,
-} from './idempotency.js';
+export { captureRawBody, type ExpressIdempotencyOptions, idempotencyMiddleware } from './idempotency.js';
