@@ -1,5 +1,2 @@
-export {
-  type FastifyIdempotencyOptions,
-  fastifyIdempotency,
-  type RouteIdempotencyOptions,
-} from './plugin.js';
+export type { FastifyIdempotencyOptions, RouteIdempotencyOptions } from './plugin.js';
+export { fastifyIdempotency, sendReplay } from './plugin.js';
