@@ -11,7 +11,7 @@ import {
   type Node,
   newKey,
   schema,
-  startNode,
+  startNodeWithTable,
   tableMetadata,
 } from './support/server.js';
 
@@ -21,9 +21,7 @@ import {
 
 let node: Node;
 beforeAll(async () => {
-  node = await startNode('sqlite::memory:');
-  await call(node.url, 'POST', '/v1/namespaces', { body: { namespace: ['n'] } });
-  await call(node.url, 'POST', '/v1/namespaces/n/tables', { body: { name: 't', schema } });
+  node = await startNodeWithTable();
 });
 afterAll(async () => node.close());
 

@@ -1,14 +1,12 @@
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { call, idempotencyRecords, type Node, newKey, schema, startNode } from './support/server.js';
+import { call, idempotencyRecords, type Node, newKey, schema, startNodeWithTable } from './support/server.js';
 
 // Requests whose shape alone is wrong, whatever the catalog holds, are refused before their key is reserved:
 // a 4xx that leaves no idempotency record, so that a corrected request may use the same key.
 
 let node: Node;
 beforeAll(async () => {
-  node = await startNode('sqlite::memory:');
-  await call(node.url, 'POST', '/v1/namespaces', { body: { namespace: ['n'] } });
-  await call(node.url, 'POST', '/v1/namespaces/n/tables', { body: { name: 't', schema } });
+  node = await startNodeWithTable();
 });
 afterAll(async () => node.close());
 

@@ -1,16 +1,14 @@
 import { readdirSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { view } from './support/hostile.js';
-import { call, type Node, newKey, schema, startNode } from './support/server.js';
+import { call, type Node, newKey, schema, startNodeWithTable } from './support/server.js';
 
 // A create is written only once its key is reserved and its name found free, in the namespace that exists: a
 // refused one (404 namespace, 409 name taken) leaves no metadata file behind, however often it is sent.
 
 let node: Node;
 beforeAll(async () => {
-  node = await startNode('sqlite::memory:');
-  await call(node.url, 'POST', '/v1/namespaces', { body: { namespace: ['n'] } });
-  await call(node.url, 'POST', '/v1/namespaces/n/tables', { body: { name: 'exists', schema } });
+  node = await startNodeWithTable('exists');
 });
 afterAll(async () => node.close());
 

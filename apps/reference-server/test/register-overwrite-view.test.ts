@@ -1,16 +1,14 @@
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { view } from './support/hostile.js';
 import { checkResponse } from './support/openapi.js';
-import { call, type Node, schema, startNode } from './support/server.js';
+import { call, type Node, schema, startNodeWithTable } from './support/server.js';
 
 // Tables and views share names: `register` with `overwrite: true` replaces a table, never a view (the view's row
 // would keep kind 'view' and hold table metadata, and every later view commit would be a 500).
 
 let node: Node;
 beforeAll(async () => {
-  node = await startNode('sqlite::memory:');
-  await call(node.url, 'POST', '/v1/namespaces', { body: { namespace: ['n'] } });
-  await call(node.url, 'POST', '/v1/namespaces/n/tables', { body: { name: 't', schema } });
+  node = await startNodeWithTable();
   const created = await call(node.url, 'POST', '/v1/namespaces/n/views', {
     body: { ...view, name: 'v', 'view-version': { ...view['view-version'], 'default-namespace': ['n'] } },
   });

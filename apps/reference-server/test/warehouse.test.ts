@@ -5,7 +5,15 @@ import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { insertEntity } from '../src/catalog/repository.js';
-import { call, idempotencyRecords, type Node, newKey, schema, startNode } from './support/server.js';
+import {
+  call,
+  idempotencyRecords,
+  type Node,
+  newKey,
+  schema,
+  startNode,
+  tableMetadata,
+} from './support/server.js';
 
 const MAX_BYTES = 4096;
 let node: Node;
@@ -13,21 +21,6 @@ let node: Node;
 let outside: string;
 
 const SECRET = 'TOP-SECRET-FIRST-BYTES';
-const tableMetadata = (location: string) => ({
-  'format-version': 2,
-  'table-uuid': '9c12d441-03fe-4693-9a96-a0705ddf69c1',
-  location,
-  'last-updated-ms': 1,
-  'last-column-id': 2,
-  schemas: [{ ...schema }],
-  'current-schema-id': 0,
-  'partition-specs': [{ 'spec-id': 0, fields: [] }],
-  'default-spec-id': 0,
-  'last-partition-id': 999,
-  'sort-orders': [{ 'order-id': 0, fields: [] }],
-  'default-sort-order-id': 0,
-});
-
 beforeAll(async () => {
   node = await startNode('sqlite::memory:', { METADATA_MAX_BYTES: String(MAX_BYTES) });
   outside = mkdtempSync(join(tmpdir(), 'idem-outside-'));

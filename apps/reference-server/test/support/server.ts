@@ -40,6 +40,14 @@ export async function startNode(databaseUrl: string, env: Record<string, string>
   };
 }
 
+/** A node on an in-memory SQLite catalog that holds namespace `n` and, in it, the table `table`. */
+export async function startNodeWithTable(table = 't'): Promise<Node> {
+  const node = await startNode('sqlite::memory:');
+  await call(node.url, 'POST', '/v1/namespaces', { body: { namespace: ['n'] } });
+  await call(node.url, 'POST', '/v1/namespaces/n/tables', { body: { name: table, schema } });
+  return node;
+}
+
 /** A fresh UUIDv7 key, as a client mints one. */
 export const newKey = (): string => v7();
 
