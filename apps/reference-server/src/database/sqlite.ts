@@ -5,7 +5,7 @@ import Database from 'better-sqlite3';
 import { sql } from 'drizzle-orm';
 import { drizzle } from 'drizzle-orm/better-sqlite3';
 import type { CatalogDatabase } from './catalog-database.js';
-import { DatabaseTimeout, type Deadline, NO_DEADLINE } from './deadline.js';
+import { boundedExecutor, DatabaseTimeout, type Deadline, NO_DEADLINE } from './deadline.js';
 import { type Executor, executorOn } from './executor.js';
 import { migrate } from './migrate.js';
 import { type Exclusive, exclusive, serialized } from './serialized.js';
@@ -50,32 +50,10 @@ function inTurn<T>(turn: Exclusive, deadline: Deadline, task: () => Promise<T>):
 /** An executor on SQLite that runs no statement once `deadline` has passed. */
 function checkedAt(executor: Executor, deadline: Deadline): Executor {
   if (deadline === NO_DEADLINE) return executor;
-  const { idempotency } = executor;
-  return {
-    lock: executor.lock,
-    rows: async (statement) => {
-      due(deadline, 'a statement');
-      return executor.rows(statement);
-    },
-    run: async (statement) => {
-      due(deadline, 'a statement');
-      return executor.run(statement);
-    },
-    idempotency: {
-      reserve: async (params) => {
-        due(deadline, "the idempotency store's reserve");
-        return idempotency.reserve(params);
-      },
-      finalize: async (params) => {
-        due(deadline, "the idempotency store's finalize");
-        return idempotency.finalize(params);
-      },
-      release: async (params) => {
-        due(deadline, "the idempotency store's release");
-        return idempotency.release(params);
-      },
-    },
-  };
+  return boundedExecutor(executor, async (what, call) => {
+    due(deadline, what);
+    return call();
+  });
 }
 
 /**
