@@ -62,7 +62,7 @@ export async function requireNamespace(ex: Executor, prefix: string, key: string
   return properties;
 }
 
-/** A LoadTableResult / LoadViewResult. `config` comes last: a replay rebuilds it (see app.ts). */
+/** A LoadTableResult / LoadViewResult. `config` comes last: a replay rebuilds it (idempotency/replay.ts). */
 export const loadResult = (entity: repo.Entity) => ({
   'metadata-location': entity.metadataLocation,
   metadata: entity.metadata,
