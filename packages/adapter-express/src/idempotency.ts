@@ -87,6 +87,7 @@ export function idempotencyMiddleware(options: ExpressIdempotencyOptions): Reque
           case 'replay':
             return writeResponse(res, result.response);
           case 'execute':
+          case 'reserve-in-transaction':
             if (!(await startExecution(result.execution, res))) return;
             req.idempotency = result.execution;
             return next();

@@ -38,7 +38,7 @@ const idempotencyPlugin: FastifyPluginAsync<FastifyIdempotencyOptions> = async (
   fastify.addHook('onRoute', (routeOptions: RouteOptions) => {
     const config = routeOptions.config?.idempotency;
     if (config === false) return;
-    const idem = config === undefined ? base : createIdempotency<FastifyRequest>({ ...options, ...config });
+    const idem = config === undefined ? base : base.with(config); // its options, the plugin's timers
     if (![routeOptions.method].flat().some((method) => idem.covers(method))) return;
     // Keep the bytes of a keyed request with a body as they arrive: the fingerprint hashes them exactly.
     routeOptions.preParsing = append(routeOptions.preParsing, (request, _reply, payload, done) => {
@@ -64,6 +64,7 @@ const idempotencyPlugin: FastifyPluginAsync<FastifyIdempotencyOptions> = async (
         case 'replay':
           return sendReplay(reply, result.response);
         case 'execute':
+        case 'reserve-in-transaction':
           if (await startExecution(result.execution, reply.raw)) request.idempotency = result.execution;
           else reply.hijack(); // the client left while the key was being reserved: nothing runs
       }

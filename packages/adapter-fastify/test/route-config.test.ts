@@ -1,9 +1,9 @@
 import { gunzipSync, gzipSync } from 'node:zlib';
-import { fastifyIdempotency } from '@idem/adapter-fastify';
+import { fastifyIdempotency, sendReplay } from '@idem/adapter-fastify';
 import { newKey } from '@idem/adapter-suite';
 import { createMemoryStore } from '@idem/store-memory';
 import Fastify from 'fastify';
-import { expect, test } from 'vitest';
+import { expect, test, vi } from 'vitest';
 
 const key = newKey();
 
@@ -114,5 +114,54 @@ test('a response encoded by an onSend hook (as @fastify/compress does) is stored
   expect(retry.headers['idempotent-replayed']).toBe('true');
   expect(retry.headers['content-encoding']).toBe('gzip');
   expect(gunzipSync(retry.rawPayload).toString()).toBe(gunzipSync(first.rawPayload).toString());
+  await app.close();
+});
+
+test('per route: overriding routes share the plugin’s heartbeat, however many there are', async () => {
+  const intervals = vi.spyOn(globalThis, 'setInterval');
+  try {
+    const app = Fastify();
+    await app.register(fastifyIdempotency, {
+      store: createMemoryStore({ sweepIntervalMs: false }),
+      heartbeatIntervalMs: 60_000,
+    });
+    const routes = ['/a', '/b', '/c'];
+    for (const url of routes) {
+      app.post(url, { config: { idempotency: { required: true } } }, async () => ({ url }));
+    }
+    for (const url of routes) {
+      const response = await app.inject({ method: 'POST', url, headers: { 'idempotency-key': newKey() } });
+      expect(response.statusCode).toBe(200);
+    }
+    // One timer for the executions of every route (a coordinator per route had one each).
+    expect(intervals.mock.calls.filter(([, ms]) => ms === 30_000)).toHaveLength(1);
+    await app.close();
+  } finally {
+    intervals.mockRestore();
+  }
+});
+
+test('reserveIn transaction: the handler gets a transactional execution, and its answer settles the key', async () => {
+  const store = createMemoryStore({ sweepIntervalMs: false });
+  const app = Fastify();
+  await app.register(fastifyIdempotency, { store, reserveIn: 'transaction' });
+  let runs = 0;
+  app.post('/orders', async (request, reply) => {
+    const execution = request.idempotency;
+    if (execution?.lifecycle !== 'transactional') throw new Error('not transactional');
+    // The memory store has no transactions: its own calls stand in for one that commits.
+    const reservation = await execution.reserveWith(store);
+    if (reservation.action === 'replay') return sendReplay(reply, reservation.response);
+    if (reservation.action !== 'execute') throw new Error(reservation.action);
+    runs++;
+    return { id: runs };
+  });
+  const key = newKey();
+  const post = () => app.inject({ method: 'POST', url: '/orders', headers: { 'idempotency-key': key } });
+  expect((await post()).json()).toEqual({ id: 1 });
+  const retry = await post();
+  expect(retry.json()).toEqual({ id: 1 });
+  expect(retry.headers['idempotent-replayed']).toBe('true');
+  expect(runs).toBe(1);
   await app.close();
 });
