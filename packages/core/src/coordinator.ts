@@ -166,7 +166,7 @@ export interface IdempotentRequest<Host = unknown> extends FingerprintInput {
   readonly scope?: string | undefined;
   /**
    * Aborted when the client goes away; stops a `wait`. Read only when the request has to wait, so it may be a
-   * getter that creates the signal then (see `clientGoneSignal`).
+   * getter that creates the signal then (see `clientGoneSignal` in `@idem/node-http`).
    */
   readonly signal?: AbortSignal | undefined;
   /** The framework's request, handed to the hooks (`redact`, `rebuildReplay`) in their context. */
