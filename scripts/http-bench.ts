@@ -6,6 +6,21 @@ import { v7 } from 'uuid';
 /** A fresh UUIDv7 key, as a client mints one. */
 export const uuidv7 = (): string => v7();
 
+/** The request body of every run: an order of 230 bytes of JSON, the same in every variant. */
+export const orderBody = JSON.stringify({
+  item: 'book',
+  customerId: 'cus_4f9a2c7e',
+  currency: 'EUR',
+  lines: [
+    { sku: 'BOOK-0451', quantity: 1, unitPrice: 1299 },
+    { sku: 'PEN-002', quantity: 2, unitPrice: 850 },
+  ],
+  shipping: { method: 'post', postcode: '75011', country: 'FR' },
+});
+
+/** Connections autocannon keeps open in every run. */
+export const connections = 16;
+
 // Where taskset exists, the server gets core 0 and this process (the load generator) core 1, so that the two
 // do not steal each other's time.
 const pinned = existsSync('/usr/bin/taskset');
@@ -27,15 +42,15 @@ export async function startServer(
   return { url: `http://127.0.0.1:${port}`, child };
 }
 
-/** Requests per second of POST /orders with a JSON body; `key` chooses the Idempotency-Key per request. */
+/** Requests per second of POST /orders with {@link orderBody}; `key` chooses the Idempotency-Key per request. */
 export async function load(url: string, key: (() => string) | undefined, seconds: number): Promise<number> {
   const result = await autocannon({
     url: `${url}/orders`,
     method: 'POST',
-    connections: 16,
+    connections,
     duration: seconds,
     headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ item: 'book', quantity: 1 }),
+    body: orderBody,
     requests: [
       {
         setupRequest: (request) =>
@@ -52,51 +67,144 @@ export async function load(url: string, key: (() => string) | undefined, seconds
   return result.requests.average;
 }
 
-/** Measure each variant in turn (warm-up, then the measured run), each in a fresh server process. */
+/** One POST /orders with {@link orderBody} and `key`: its status, content type and body. */
+export async function post(
+  url: string,
+  key: string,
+): Promise<{ status: number; type: string; body: string }> {
+  const response = await fetch(`${url}/orders`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'idempotency-key': key },
+    body: orderBody,
+  });
+  return {
+    status: response.status,
+    type: response.headers.get('content-type') ?? '',
+    body: await response.text(),
+  };
+}
+
+/** How many times the server's handler has run (its GET /count). */
+export async function handlerRuns(url: string): Promise<number> {
+  return ((await (await fetch(`${url}/count`)).json()) as { orders: number }).orders;
+}
+
+/**
+ * Before a variant is measured, check that it does what its figure claims, so that a broken glue cannot give a
+ * fast wrong number: a fresh key answers 201; with `idempotent`, the same key again is a replay (same status,
+ * content type and body, and the handler did not run a second time), and another fresh key runs the handler.
+ */
+export async function selfCheck(url: string, variant: string, idempotent: boolean): Promise<void> {
+  const fail = (what: string): never => {
+    throw new Error(`self-check of ${variant}: ${what}`);
+  };
+  const before = await handlerRuns(url);
+  const key = uuidv7();
+  const first = await post(url, key);
+  if (first.status !== 201) fail(`a fresh key answered ${first.status} ${first.body}`);
+  if (!idempotent) return;
+  const again = await post(url, key);
+  if (again.status !== first.status || again.type !== first.type || again.body !== first.body) {
+    fail(`the repeat answered ${again.status} ${again.type} ${again.body}, not ${first.type} ${first.body}`);
+  }
+  if ((await handlerRuns(url)) !== before + 1) fail('the handler ran again for the repeated key');
+  const other = await post(url, uuidv7());
+  if (other.status !== 201 || other.body === first.body)
+    fail(`another key answered ${other.status} ${other.body}`);
+}
+
+/** A measured run: the server variant (argv[2] of the script), the key per request, and whether to check replays. */
+export interface ServerRun {
+  variant: string;
+  key?: () => string;
+  /** The variant claims idempotency: {@link selfCheck} checks that a repeated key is replayed. */
+  idempotent?: boolean;
+  /** A key sent once before the load (for a run that replays one key: the load then only replays). */
+  prime?: string;
+}
+
+/** A run that replays one key on `variant`: the key is completed once before the load, then only replayed. */
+export function replayRun(variant: string): ServerRun {
+  const key = uuidv7();
+  return { variant, key: () => key, idempotent: true, prime: key };
+}
+
+/**
+ * Measure every run in `rounds` rounds, the runs alternating within each round (forward in even rounds,
+ * backward in odd ones, so that drift over the run hits every variant alike), each measurement in a fresh
+ * server process: self-check, the `prime` key if any, a 1 s warm-up, then `seconds` of load. Returns each run's requests per second in
+ * every round, in the order of the rounds.
+ */
 export async function measureServers(
   script: string,
-  runs: Record<string, { variant: string; key?: () => string }>,
+  runs: Record<string, ServerRun>,
   seconds: number,
-): Promise<Record<string, number>> {
-  const results: Record<string, number> = {};
-  for (const [name, run] of Object.entries(runs)) {
-    const { url, child } = await startServer(script, run.variant);
-    try {
-      await load(url, run.key, 1);
-      results[name] = await load(url, run.key, seconds);
-    } finally {
-      child.kill();
+  rounds: number,
+): Promise<Record<string, number[]>> {
+  const results: Record<string, number[]> = Object.fromEntries(Object.keys(runs).map((name) => [name, []]));
+  const names = Object.keys(runs);
+  for (let round = 0; round < rounds; round++) {
+    for (const name of round % 2 === 0 ? names : [...names].reverse()) {
+      const run = runs[name] as ServerRun;
+      const { url, child } = await startServer(script, run.variant);
+      try {
+        await selfCheck(url, name, run.idempotent ?? false);
+        if (run.prime !== undefined) await post(url, run.prime);
+        await load(url, run.key, 1);
+        results[name]?.push(await load(url, run.key, seconds));
+      } finally {
+        child.kill();
+      }
     }
   }
   return results;
 }
 
+const mean = (values: number[]): number => values.reduce((sum, value) => sum + value, 0) / values.length;
+
 /**
- * The standard comparison of an adapter benchmark, in one run: the bare server (measured first and last, and
- * averaged, so that drift hits both sides), the server with idem on unique keys, idem replaying one key, and
- * any `extra` runs. Returns requests per second by name, `plain` being the averaged bare figure.
+ * The standard comparison of an adapter benchmark, in one run: the bare server (`plain`), the server with idem
+ * on unique keys, idem replaying one key, and the `extra` runs (the floor, the peers), measured in rounds as
+ * {@link measureServers} does (`BENCH_ROUNDS`, default 2). Returns the mean requests per second over the rounds
+ * by name, and `rounds`, each run's figure per round.
  */
 export async function compareWithBare(
   script: string,
-  extra: Record<string, { variant: string; key?: () => string }>,
+  extra: Record<string, ServerRun>,
   seconds: number,
-): Promise<Record<string, number> & { plain: number; idem: number; replay: number }> {
-  const replayKey = uuidv7();
-  const r = await measureServers(
+  rounds = Number(process.env.BENCH_ROUNDS ?? 2),
+): Promise<{
+  rps: Record<string, number> & { plain: number; idem: number; replay: number };
+  rounds: Record<string, number[]>;
+}> {
+  const perRound = await measureServers(
     script,
     {
       plain: { variant: 'plain', key: uuidv7 },
-      idem: { variant: 'idem', key: uuidv7 },
-      replay: { variant: 'idem', key: () => replayKey },
       ...extra,
-      plainAgain: { variant: 'plain', key: uuidv7 },
+      idem: { variant: 'idem', key: uuidv7, idempotent: true },
+      replay: replayRun('idem'),
     },
     seconds,
+    rounds,
   );
+  const rps = Object.fromEntries(Object.entries(perRound).map(([name, values]) => [name, mean(values)]));
   return {
-    ...r,
-    plain: ((r.plain as number) + (r.plainAgain as number)) / 2,
-    idem: r.idem as number,
-    replay: r.replay as number,
+    rps: { ...rps, plain: rps.plain as number, idem: rps.idem as number, replay: rps.replay as number },
+    rounds: perRound,
   };
+}
+
+/** `n` requests per second, then its ratio to each figure of `to` by name: `9,000 /s = 0.90x bare, 1.10x floor`. */
+export function against(n: number, to: Record<string, number>): string {
+  const ratios = Object.entries(to).map(([name, value]) => `${(n / value).toFixed(2)}x ${name}`);
+  return `${Math.round(n).toLocaleString('en-US')} /s = ${ratios.join(', ')}`;
+}
+
+/** The rows of the per-round table: each run's requests per second in every round. */
+export function roundRows(rounds: Record<string, number[]>): [string, string][] {
+  return Object.entries(rounds).map(([name, values]) => [
+    name,
+    values.map((value) => `${Math.round(value).toLocaleString('en-US')} /s`).join(', '),
+  ]);
 }

@@ -1,42 +1,51 @@
-// pnpm bench: autocannon against a trivial JSON POST handler on Express 5, with and without the middleware,
-// each server in its own process, all measured in the same run. Also express-idempotency@1.0.6 side by side.
+// pnpm bench: autocannon against a JSON POST handler on Express 5, bare, with express-idempotency@1.0.6 on
+// the same app, and with the middleware; each server in its own process, all
+// measured in one run, in rounds (BENCH_ROUNDS, default 2) that alternate the variants; the figures are the
+// mean over the rounds.
 import { fileURLToPath } from 'node:url';
 import { machine, perSecond, printTable, ratio } from '../../../scripts/bench.js';
-import { compareWithBare, startServer, uuidv7 } from '../../../scripts/http-bench.js';
+import {
+  against,
+  compareWithBare,
+  connections,
+  handlerRuns,
+  orderBody,
+  replayRun,
+  roundRows,
+  startServer,
+  uuidv7,
+} from '../../../scripts/http-bench.js';
 
 const seconds = Number(process.env.BENCH_SECONDS ?? 5);
 const server = fileURLToPath(new URL('./server.ts', import.meta.url));
-const r = await compareWithBare(
+const { rps: r, rounds } = await compareWithBare(
   server,
   {
-    peer: { variant: 'express-idempotency', key: uuidv7 },
+    expressIdempotency: { variant: 'express-idempotency', key: uuidv7, idempotent: true },
     // One key for the peer's replays too, its own.
-    peerReplay: {
-      variant: 'express-idempotency',
-      key: (
-        (key) => () =>
-          key
-      )(uuidv7()),
-    },
+    expressIdempotencyReplay: replayRun('express-idempotency'),
   },
   seconds,
 );
-const plain = r.plain;
+const { plain, idem } = r;
+const expressIdem = r.expressIdempotency as number;
 console.log(`machine: ${machine()}`);
-printTable('Express 5, POST /orders, 16 connections, unique keys', [
-  ['no middleware', perSecond(plain)],
+const n = Object.values(rounds)[0]?.length ?? 0;
+printTable(
+  `Express 5, POST /orders, ${orderBody.length}-byte JSON body, ${connections} connections, unique UUIDv7 keys, mean of ${n} rounds of ${seconds} s`,
   [
-    '@idem/adapter-express (memory store)',
-    `${perSecond(r.idem as number)} = ${ratio((r.idem as number) / plain)}`,
+    ['no middleware', perSecond(plain)],
+    ['express-idempotency@1.0.6 (memory)', against(expressIdem, { bare: plain })],
+    ['@idem/adapter-express (memory store)', against(idem, { bare: plain })],
+    ['@idem / express-idempotency', ratio(idem / expressIdem)],
+    ['@idem/adapter-express replays (one key)', perSecond(r.replay)],
+    ['express-idempotency@1.0.6 replays', perSecond(r.expressIdempotencyReplay as number)],
   ],
-  ['@idem/adapter-express replays (one key)', perSecond(r.replay as number)],
-  [
-    'express-idempotency@1.0.6 (memory)',
-    `${perSecond(r.peer as number)} = ${ratio((r.peer as number) / plain)}`,
-  ],
-  ['express-idempotency@1.0.6 replays', perSecond(r.peerReplay as number)],
-  ['@idem / express-idempotency', ratio((r.idem as number) / (r.peer as number))],
-]);
+);
+printTable(
+  `requests per second in each round (rounds 2, 4, … run the variants in reverse order)`,
+  roundRows(rounds),
+);
 
 // Behaviour side by side: 20 concurrent requests with one key, how often does the handler run?
 async function concurrentRuns(variant: string): Promise<number> {
@@ -48,16 +57,16 @@ async function concurrentRuns(variant: string): Promise<number> {
         fetch(`${url}/orders`, {
           method: 'POST',
           headers: { 'content-type': 'application/json', 'idempotency-key': key },
-          body: '{"item":"book"}',
+          body: orderBody,
         }).then((response) => response.arrayBuffer()),
       ),
     );
-    return ((await (await fetch(`${url}/count`)).json()) as { orders: number }).orders;
+    return await handlerRuns(url);
   } finally {
     child.kill();
   }
 }
 printTable('20 concurrent requests with one key: handler runs', [
-  ['@idem/adapter-express', String(await concurrentRuns('idem'))],
   ['express-idempotency@1.0.6', String(await concurrentRuns('express-idempotency'))],
+  ['@idem/adapter-express', String(await concurrentRuns('idem'))],
 ]);

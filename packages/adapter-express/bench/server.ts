@@ -16,7 +16,7 @@ app.post('/orders', (req, res) => {
   // express-idempotency calls the handler for a hit too; the handler must ask.
   if (variant === 'express-idempotency' && getSharedIdempotencyService().isHit(req)) return;
   orders++;
-  res.status(201).json({ id: orders, item: req.body.item });
+  res.status(201).json({ id: orders, item: req.body.item, lines: req.body.lines.length });
 });
 app.get('/count', (_req, res) => res.json({ orders }));
 const server = app.listen(0, '127.0.0.1', () => {
