@@ -1,4 +1,4 @@
-import type { Execution, IdempotencyOptions, ReplayResponse } from '@idem/core';
+import type { Execution, IdempotencyOverrides, ReplayResponse } from '@idem/core';
 import { createIdempotency } from '@idem/core';
 import type { KeptBody, NodeIdempotencyOptions } from '@idem/node-http';
 import { describeRequest, errorResponse, keepBody, startExecution } from '@idem/node-http';
@@ -6,7 +6,7 @@ import type { FastifyPluginAsync, FastifyReply, FastifyRequest, RouteOptions } f
 import fp from 'fastify-plugin';
 
 /** Options a single route may override through `config: { idempotency: { … } }`. */
-export type RouteIdempotencyOptions = Partial<Omit<IdempotencyOptions<FastifyRequest>, 'store'>>;
+export type RouteIdempotencyOptions = IdempotencyOverrides<FastifyRequest>;
 
 declare module 'fastify' {
   interface FastifyContextConfig {

@@ -190,8 +190,15 @@ export type BeginResult<Host = unknown> =
   | { readonly action: 'replay'; readonly response: ReplayResponse }
   | { readonly action: 'reject'; readonly error: IdemError };
 
-/** Options a coordinator derived with {@link Idempotency.with} may change: all but the store. */
-export type IdempotencyOverrides<Host = unknown> = Partial<Omit<IdempotencyOptions<Host>, 'store'>>;
+/**
+ * Options a coordinator derived with {@link Idempotency.with} may change: all but the store. One given as
+ * `undefined` keeps the base's value; `statuses` are merged status by status.
+ */
+export type IdempotencyOverrides<Host = unknown> = {
+  readonly [Name in Exclude<keyof IdempotencyOptions<Host>, 'store'>]?:
+    | IdempotencyOptions<Host>[Name]
+    | undefined;
+};
 
 /** The framework-neutral coordinator. */
 export interface Idempotency<Host = unknown> {
@@ -268,8 +275,18 @@ function coordinator<Host>(options: IdempotencyOptions<Host>, timers: Timers): I
   const keepMs = lifetimeMs + (options.graceMs ?? 60_000);
   const leaseMs = positive('leaseMs', options.leaseMs ?? 30_000);
   const heartbeatMs =
-    options.heartbeatIntervalMs === false ? undefined : (options.heartbeatIntervalMs ?? leaseMs / 3);
+    options.heartbeatIntervalMs === false
+      ? undefined
+      : positive('heartbeatIntervalMs', options.heartbeatIntervalMs ?? leaseMs / 3);
   const inFlight = options.inFlight ?? { strategy: 'reject' };
+  if (inFlight.strategy === 'wait') {
+    // A poll of 0 ms would never use up the wait: it would poll the store for ever.
+    if (inFlight.initialPollMs !== undefined) positive('inFlight.initialPollMs', inFlight.initialPollMs);
+    if (inFlight.maxPollMs !== undefined) positive('inFlight.maxPollMs', inFlight.maxPollMs);
+    if (inFlight.maxWaitMs !== undefined && !(inFlight.maxWaitMs >= 0)) {
+      throw new RangeError(`inFlight.maxWaitMs must be 0 or more milliseconds, got ${inFlight.maxWaitMs}`);
+    }
+  }
   const waits = inFlight.strategy === 'wait';
   const reserveInTransaction = options.reserveIn === 'transaction';
   const statuses: AnswerStatuses = { ...DEFAULT_STATUSES, ...options.statuses };
@@ -550,7 +567,9 @@ function coordinator<Host>(options: IdempotencyOptions<Host>, timers: Timers): I
     }
     const { decision, durationMs } = await reserve(attempt);
     if (decision.answer === 'in-progress' && waits) return waitForOther(attempt, request.signal);
-    return answer(decision, attempt, durationMs, false);
+    // A row lock held past the database's lock wait: the request did wait, on the database.
+    const waited = decision.answer === 'in-progress' && decision.found === 'lock-wait';
+    return answer(decision, attempt, durationMs, waited);
   }
 
   /** The answer to a keyed body nobody read: the client's media type, or a parser the app lacks. */
@@ -568,8 +587,22 @@ function coordinator<Host>(options: IdempotencyOptions<Host>, timers: Timers): I
     waits,
     covers: (method) => enabled && methods.has(method.toUpperCase()),
     begin,
-    with: (overrides) => coordinator({ ...options, ...overrides }, timers),
+    with: (overrides) => coordinator(overridden(options, overrides), timers),
   };
+}
+
+/**
+ * A coordinator's options with a route's overrides: an override given as `undefined` keeps the base's value,
+ * and `statuses` are merged status by status (an API's own statuses stay when a route changes one).
+ */
+function overridden<Host>(
+  options: IdempotencyOptions<Host>,
+  overrides: IdempotencyOverrides<Host>,
+): IdempotencyOptions<Host> {
+  const merged: Record<string, unknown> = { ...options };
+  for (const [name, value] of Object.entries(overrides)) if (value !== undefined) merged[name] = value;
+  if (overrides.statuses !== undefined) merged.statuses = { ...options.statuses, ...overrides.statuses };
+  return merged as unknown as IdempotencyOptions<Host>;
 }
 
 /** The value of `key` in `map`, made by `make` the first time. */

@@ -222,6 +222,8 @@ function isStoredResponse(value: unknown): value is StoredResponse {
 
 type Lifecycle = 'leased' | 'transactional';
 
+const IN_FLIGHT = { answer: 'in-progress', found: 'record' } as const satisfies Decision;
+
 const TABLES: Record<Lifecycle, TransitionTable> = { leased: LEASED, transactional: TRANSACTIONAL };
 
 /**
@@ -245,6 +247,8 @@ export class KeyedExecution<Host = unknown> implements Renewable {
   #controller: AbortController | undefined;
   /** What the host wrote in its transaction (status, the store's time, what was left out), in `written`. */
   #written: Written | undefined;
+  /** The transactional finalize of `finalizeWith`, while it runs. */
+  #writing: Promise<TransactionalOutcome> | undefined;
   /** A renewal is in flight: the heartbeat does not start another. */
   #renewing = false;
   /** When the lease was last set, on the monotonic clock (ms); read by the heartbeat. */
@@ -298,6 +302,7 @@ export class KeyedExecution<Host = unknown> implements Renewable {
   }
 
   async reserveWith(store: TransactionalStore): Promise<TransactionalReservation> {
+    if (this.#state === 'settled') return this.#answeredMeanwhile();
     if (this.#state !== 'pending') {
       throw new Error(
         'reserveWith: the key is reserved already (reserveIn is not "transaction", or it was called twice)',
@@ -313,6 +318,17 @@ export class KeyedExecution<Host = unknown> implements Renewable {
       found = { ok: false, error };
     }
     const decision = decide(found, this.fingerprint);
+    if (this.#state !== 'pending') {
+      // Answered while the store was reserving (a handler timeout, a server that broke the response off), or a
+      // second reserveWith won: this one does no work. A reservation it made goes with its transaction's
+      // rollback, and is released in it now in case the host commits anyway.
+      if (decision.answer === 'execute') {
+        await Promise.resolve()
+          .then(() => store.release({ scope: this.scope, key: this.key, owner: this.owner }))
+          .catch(() => {});
+      }
+      return this.#answeredMeanwhile();
+    }
     const { scope, key, method, route, fingerprint, owner } = this;
     const attempt: Attempt<Host> = {
       scope,
@@ -333,6 +349,22 @@ export class KeyedExecution<Host = unknown> implements Renewable {
     // A fault leaves it pending (and is thrown); anything else is someone else's answer: nothing of ours to finish.
     if (decision.answer !== 'unavailable') this.#take('answer-instead');
     return runtime.answerInTransaction(decision, attempt);
+  }
+
+  /** What `reserveWith` answers once its execution is answered or reserved otherwise: do nothing, retry later. */
+  #answeredMeanwhile(): Promise<TransactionalReservation> {
+    const { scope, key, method, route, fingerprint, owner } = this;
+    const attempt: Attempt<Host> = {
+      scope,
+      key,
+      method,
+      route,
+      fingerprint,
+      owner,
+      startedMs: 0,
+      request: this,
+    };
+    return this.#runtime.answerInTransaction(IN_FLIGHT, attempt);
   }
 
   /**
@@ -412,18 +444,33 @@ export class KeyedExecution<Host = unknown> implements Renewable {
       }
       return 'not-stored';
     }
-    // Written before the store is called, so that an answer (or an abort) that comes while it runs is read
-    // against what is being written. Stop renewing now: the row is locked by the host's transaction until it
-    // commits, and a renewal from another connection would wait for it, then find the record completed and
+    // Written before the store is called: an answer (or an abort) that comes while it runs waits for the write,
+    // then is read against what it wrote. Stop renewing now: the row is locked by the host's transaction until
+    // it commits, and a renewal from another connection would wait for it, then find the record completed and
     // report a lost lease. Until `finish` sees the answer that goes out the commit is not known, so the
     // `finalized` event waits for that answer: an event reports what is durable.
     this.#take('write');
     this.#stopRenewing();
+    const writing = this.#write(store, stored);
+    this.#writing = writing;
+    try {
+      return await writing;
+    } finally {
+      this.#writing = undefined;
+    }
+  }
+
+  /**
+   * Write the record through the host's transaction, as much of it as the store can hold, and take the
+   * transition of what that did. A limit is refused before it reaches the backend (the SPI's rule), so the
+   * transaction can go on with a smaller record: the work is done, and its answer is kept down to the status
+   * alone.
+   */
+  async #write(store: TransactionalStore, stored: StoredResponse): Promise<TransactionalOutcome> {
+    const { scope, key, owner } = this;
     const startedMs = performance.now();
     const nowMs = this.#runtime.clock.nowMs();
     this.#written = { status: stored.status, durationMs: 0, omitted: undefined };
-    // A limit is refused before it reaches the backend (the SPI's rule), so the transaction can go on with a
-    // smaller record: the work is done, and its answer is kept down to the status alone.
     const candidates = [{ response: stored, omitted: undefined }, ...smallerResponses(stored)];
     let kept: (typeof candidates)[number] = { response: stored, omitted: undefined };
     let finalized = false;
@@ -437,16 +484,14 @@ export class KeyedExecution<Host = unknown> implements Renewable {
         if (!isStoreLimitError(error) || i === candidates.length - 1) {
           // Nothing was written: whatever the host answers now (its own status too, if it swallowed this),
           // `finish` releases the key and never reports the record durable.
-          if (this.#state === 'written') this.#take('write-threw');
+          this.#take('write-threw');
           throw error;
         }
       }
     }
     const durationMs = performance.now() - startedMs;
-    if (this.#state !== 'written') return finalized ? 'finalized' : 'lease-lost'; // answered meanwhile
     if (!finalized) {
       this.#take('lost-at-write'); // not ours any more: nothing to release
-      this.#written = undefined;
       if (this.#listening) {
         const { status } = stored;
         this.#runtime.emit({ type: 'lease-lost', ...this.#eventBase(durationMs), phase: 'finalize', status });
@@ -551,6 +596,9 @@ export class KeyedExecution<Host = unknown> implements Renewable {
    * so it changes nothing if the commit did succeed.
    */
   async #afterWrite(status: number | undefined): Promise<FinishOutcome> {
+    // The write may still be running: what it did decides.
+    if (this.#writing !== undefined) await this.#writing.catch(() => {});
+    if (this.#state === 'settled') return 'already-settled'; // lost at the write, or answered by a call before
     const written = this.#written as Written;
     const committed = this.#state === 'written' && status === written.status;
     this.#take(committed ? 'commit' : status === undefined ? 'abort-after-write' : 'roll-back');

@@ -4,9 +4,22 @@ export {
   createIdempotency,
   type Idempotency,
   type IdempotencyOptions,
+  type IdempotencyOverrides,
   type IdempotentRequest,
   type InFlightStrategy,
 } from './coordinator.js';
+export {
+  type CompletedRecord,
+  classifyStoreFailure,
+  type Decision,
+  decide,
+  type InFlightRecord,
+  isCompleted,
+  type RecordState,
+  type ReserveFound,
+  recordState,
+  type StoreFailure,
+} from './decision.js';
 export {
   ErrorCode,
   IdemBodyUnseenError,
@@ -33,7 +46,9 @@ export {
 export type {
   Execution,
   FinishOutcome,
+  LeasedExecution,
   RecordContext,
+  TransactionalExecution,
   TransactionalOutcome,
   TransactionalReservation,
 } from './execution.js';
@@ -51,6 +66,15 @@ export {
   UNSEEN_BODY,
 } from './fingerprint.js';
 export { type KeyFormat, type KeyValidator, parseIdempotencyKey } from './key-format.js';
+export {
+  type ExecutionState,
+  LEASED,
+  type LeasedState,
+  type LifecycleTrigger,
+  TRANSACTIONAL,
+  type TransactionalState,
+  type Transition,
+} from './lifecycle.js';
 export {
   type PurgeOnceOptions,
   type PurgeSchedulerOptions,

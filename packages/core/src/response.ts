@@ -118,7 +118,8 @@ export function toStoredResponse(response: CapturedResponse, options: StoreRespo
     const lower = name.toLowerCase();
     if (value === undefined || !options.allowHeaders.has(lower) || NEVER_STORED_HEADERS.has(lower)) continue;
     if (lower === 'content-encoding') continue;
-    headers[lower] = typeof value === 'object' ? value.join(', ') : String(value);
+    // As Node writes them: an array joined, anything else (a number, even a null) as its text.
+    headers[lower] = Array.isArray(value) ? value.join(', ') : String(value);
   }
   const body = typeof response.body === 'string' ? Buffer.from(response.body) : (response.body ?? null);
   if (response.bodyTruncated === true || (body !== null && body.byteLength > options.maxBodyBytes)) {
