@@ -1,3 +1,4 @@
+import type { Execution, TransactionalExecution } from '@idem/core';
 import { sql } from 'drizzle-orm';
 import type { FastifyReply } from 'fastify';
 import { IcebergError, retryLater } from '../catalog/iceberg-error.js';
@@ -28,6 +29,19 @@ async function answerOf(tx: Executor, work: (tx: Executor) => Promise<Answer>): 
 }
 
 /**
+ * The request's execution, reserved in the mutation's transaction: the plugin reserves keys there
+ * (`reserveIn: 'transaction'`, plugin.ts), so a leased one is a plugin set up otherwise, refused as a fault.
+ */
+function inTransaction<Host>(
+  execution: Execution<Host> | undefined,
+): TransactionalExecution<Host> | undefined {
+  if (execution === undefined || execution.lifecycle === 'transactional') return execution;
+  throw new Error(
+    'the idempotency plugin reserved the key before the mutation: reserveIn must be "transaction"',
+  );
+}
+
+/**
  * Run the catalog mutation of `reply.request` in one database transaction together with its idempotency
  * record, and send its answer on `reply`: the key is reserved there first (a duplicate waits on its row until
  * this transaction ends, then replays), the change is made, and the answer is finalized; all commit together,
@@ -41,7 +55,7 @@ export async function mutate(
   afterCommit?: () => Promise<void>,
 ) {
   const { request } = reply;
-  const execution = request.idempotency;
+  const execution = inTransaction(request.idempotency);
   const outcome = await db
     .transaction(async (tx) => {
       // A replay is rebuilt from the catalog as it is now (replay.ts), read in this same transaction.
