@@ -1,3 +1,4 @@
+import { sendReplay } from '@idem/adapter-fastify';
 import type { Execution, TransactionalExecution } from '@idem/core';
 import { sql } from 'drizzle-orm';
 import type { FastifyReply } from 'fastify';
@@ -87,13 +88,8 @@ export async function mutate(
     .finally(() => {
       request.transaction = undefined;
     });
-  if (outcome.action === 'replay') {
-    const { status, headers, body } = outcome.response;
-    return reply
-      .code(status)
-      .headers(headers)
-      .send(body ?? undefined);
-  }
+  // Replayed through the adapter, as the plugin replays: one writer of replays.
+  if (outcome.action === 'replay') return sendReplay(reply, outcome.response);
   await afterCommit?.();
   return sendRendered(reply, outcome.rendered);
 }
