@@ -329,17 +329,7 @@ export class KeyedExecution<Host = unknown> implements Renewable {
       }
       return this.#answeredMeanwhile();
     }
-    const { scope, key, method, route, fingerprint, owner } = this;
-    const attempt: Attempt<Host> = {
-      scope,
-      key,
-      method,
-      route,
-      fingerprint,
-      owner,
-      startedMs,
-      request: this,
-    };
+    const attempt = this.#attempt(startedMs);
     runtime.report(decision, attempt, performance.now() - startedMs);
     if (decision.answer === 'execute') {
       this.#take('reserve');
@@ -353,18 +343,13 @@ export class KeyedExecution<Host = unknown> implements Renewable {
 
   /** What `reserveWith` answers once its execution is answered or reserved otherwise: do nothing, retry later. */
   #answeredMeanwhile(): Promise<TransactionalReservation> {
+    return this.#runtime.answerInTransaction(IN_FLIGHT, this.#attempt(0));
+  }
+
+  /** This execution as an attempt of `reserveWith`, for its decision, event and hooks. */
+  #attempt(startedMs: number): Attempt<Host> {
     const { scope, key, method, route, fingerprint, owner } = this;
-    const attempt: Attempt<Host> = {
-      scope,
-      key,
-      method,
-      route,
-      fingerprint,
-      owner,
-      startedMs: 0,
-      request: this,
-    };
-    return this.#runtime.answerInTransaction(IN_FLIGHT, attempt);
+    return { scope, key, method, route, fingerprint, owner, startedMs, request: this };
   }
 
   /**

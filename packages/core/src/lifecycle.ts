@@ -58,21 +58,39 @@ const finishes = {
     on: 'finalizeWith',
     does: "the record is written in the host's transaction (as much of it as the store can hold); its commit is known only from the answer that goes out",
   },
+} as const;
+
+/** How a write in the host's transaction ends, the same in both lifecycles. */
+const afterWrite = {
   'lost-at-write': {
+    from: ['written'],
     on: 'finalizeWith',
+    to: 'settled',
     does: 'another request owns the key now: nothing is written, the host rolls back',
   },
   'write-threw': {
+    from: ['written'],
     on: 'finalizeWith',
+    to: 'write-failed',
     does: "the transactional finalize threw: nothing is written (the host's transaction fails)",
   },
   commit: {
+    from: ['written'],
     on: 'finish',
+    to: 'settled',
     does: 'the answer that goes out has the written status: the transaction committed it, the record is durable',
   },
   'roll-back': {
+    from: ['written', 'write-failed'],
     on: 'finish',
+    to: 'settled',
     does: 'another answer after the write, or any answer after a write that threw: the transaction failed, so release the key (owner-fenced: a commit that went through stays, and a reservation its rollback took is gone already)',
+  },
+  'abort-after-write': {
+    from: ['written', 'write-failed'],
+    on: 'abort',
+    to: 'settled',
+    does: 'an abort after the write: as roll-back',
   },
 } as const;
 
@@ -88,16 +106,7 @@ export const LEASED = {
     does: "the heartbeat's renewal found another owner: stop renewing, abort the host's signal",
   },
   write: { from: ['reserved', 'lost'], to: 'written', ...finishes.write },
-  'lost-at-write': { from: ['written'], to: 'settled', ...finishes['lost-at-write'] },
-  'write-threw': { from: ['written'], to: 'write-failed', ...finishes['write-threw'] },
-  commit: { from: ['written'], to: 'settled', ...finishes.commit },
-  'roll-back': { from: ['written', 'write-failed'], to: 'settled', ...finishes['roll-back'] },
-  'abort-after-write': {
-    from: ['written', 'write-failed'],
-    on: 'abort',
-    to: 'settled',
-    does: 'an abort after the write: as roll-back',
-  },
+  ...afterWrite,
 } as const satisfies Record<string, Transition<LeasedState>>;
 
 /** The transactional lifecycle's transitions, by name. */
@@ -133,8 +142,6 @@ export const TRANSACTIONAL = {
     to: 'settled',
     does: "the rule releases the status: the reservation is released in the host's transaction, so the retry runs",
   },
-  'lost-at-write': { from: ['written'], to: 'settled', ...finishes['lost-at-write'] },
-  'write-threw': { from: ['written'], to: 'write-failed', ...finishes['write-threw'] },
   'store-after-rollback': {
     from: ['reserved'],
     on: 'finish',
@@ -143,14 +150,7 @@ export const TRANSACTIONAL = {
   },
   release: { ...finishes.release, from: ['reserved'], to: 'settled' },
   abort: { ...finishes.abort, from: ['reserved'], to: 'settled' },
-  commit: { from: ['written'], to: 'settled', ...finishes.commit },
-  'roll-back': { from: ['written', 'write-failed'], to: 'settled', ...finishes['roll-back'] },
-  'abort-after-write': {
-    from: ['written', 'write-failed'],
-    on: 'abort',
-    to: 'settled',
-    does: 'an abort after the write: as roll-back',
-  },
+  ...afterWrite,
 } as const satisfies Record<string, Transition<TransactionalState>>;
 
 export type LeasedTransition = keyof typeof LEASED;

@@ -1,18 +1,16 @@
 import type { IdempotencyEvent, TransactionalStore } from '@idem/core';
-import { afterEach, beforeEach, describe, expect, test } from 'vitest';
-import { created, expectExecute, expectPending, expectReplay, post, setup } from './support/coordinator.js';
+import { describe, expect, test } from 'vitest';
+import {
+  created,
+  expectExecute,
+  expectPending,
+  expectReplay,
+  failOnUnhandledRejections,
+  post,
+  setup,
+} from './support/coordinator.js';
 
-const unhandled: unknown[] = [];
-const onUnhandled = (reason: unknown) => unhandled.push(reason);
-beforeEach(() => {
-  unhandled.length = 0;
-  process.on('unhandledRejection', onUnhandled);
-});
-afterEach(async () => {
-  await new Promise((r) => setTimeout(r, 5));
-  process.off('unhandledRejection', onUnhandled);
-  expect(unhandled).toEqual([]);
-});
+failOnUnhandledRejections();
 
 const boom = () => {
   throw new Error('hook');

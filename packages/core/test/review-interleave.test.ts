@@ -1,20 +1,18 @@
 import type { FinalizeParams, ReserveParams, ReserveResult, TransactionalStore } from '@idem/core';
-import { afterEach, beforeEach, describe, expect, test } from 'vitest';
-import { created, expectExecute, expectPending, inTransaction, post, setup } from './support/coordinator.js';
+import { describe, expect, test } from 'vitest';
+import {
+  created,
+  expectExecute,
+  expectPending,
+  failOnUnhandledRejections,
+  inTransaction,
+  post,
+  setup,
+} from './support/coordinator.js';
 
 // Review: interleavings of reserveWith / finalizeWith / finish / abort / heartbeat.
 
-const unhandled: unknown[] = [];
-const onUnhandled = (reason: unknown) => unhandled.push(reason);
-beforeEach(() => {
-  unhandled.length = 0;
-  process.on('unhandledRejection', onUnhandled);
-});
-afterEach(async () => {
-  await new Promise((r) => setTimeout(r, 5));
-  process.off('unhandledRejection', onUnhandled);
-  expect(unhandled).toEqual([]);
-});
+failOnUnhandledRejections();
 
 function deferred<T>() {
   let resolve!: (v: T) => void;

@@ -4,21 +4,19 @@ import {
   type IdempotencyEvent,
   type IdempotencyStore,
 } from '@idem/core';
-import { afterEach, beforeEach, describe, expect, test } from 'vitest';
-import { created, expectExecute, expectReject, expectReplay, post, setup } from './support/coordinator.js';
+import { describe, expect, test } from 'vitest';
+import {
+  created,
+  expectExecute,
+  expectReject,
+  expectReplay,
+  failOnUnhandledRejections,
+  post,
+  setup,
+} from './support/coordinator.js';
 import { createTestStore, manualClock } from './support/test-store.js';
 
-const unhandled: unknown[] = [];
-const onUnhandled = (reason: unknown) => unhandled.push(reason);
-beforeEach(() => {
-  unhandled.length = 0;
-  process.on('unhandledRejection', onUnhandled);
-});
-afterEach(async () => {
-  await new Promise((r) => setTimeout(r, 5));
-  process.off('unhandledRejection', onUnhandled);
-  expect(unhandled).toEqual([]);
-});
+failOnUnhandledRejections();
 
 const wait = { strategy: 'wait', maxWaitMs: 400, initialPollMs: 5, maxPollMs: 20 } as const;
 

@@ -10,7 +10,7 @@ import {
   type TransactionalExecution,
   type TransactionalStore,
 } from '@idem/core';
-import { expect } from 'vitest';
+import { afterEach, beforeEach, expect } from 'vitest';
 import { createTestStore, manualClock } from './test-store.js';
 
 export const KEY = '0190b7e2-5a5d-7c3e-8f00-1234567890ab';
@@ -92,4 +92,19 @@ export function expectReplay(result: BeginResult) {
   expect(result.action).toBe('replay');
   if (result.action !== 'replay') throw new Error('unreachable');
   return result.response;
+}
+
+/** Fail each test of the file that leaves an unhandled rejection behind (a settle that threw unseen). */
+export function failOnUnhandledRejections(): void {
+  const unhandled: unknown[] = [];
+  const onUnhandled = (reason: unknown) => unhandled.push(reason);
+  beforeEach(() => {
+    unhandled.length = 0;
+    process.on('unhandledRejection', onUnhandled);
+  });
+  afterEach(async () => {
+    await new Promise((r) => setTimeout(r, 5));
+    process.off('unhandledRejection', onUnhandled);
+    expect(unhandled).toEqual([]);
+  });
 }
