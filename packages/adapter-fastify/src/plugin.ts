@@ -1,7 +1,7 @@
 import type { Execution, IdempotencyOverrides, ReplayResponse } from '@idem/core';
 import { createIdempotency } from '@idem/core';
-import type { NodeIdempotencyOptions } from '@idem/node-http';
-import { describeRequest, errorResponse, KeptBodies, replyWith, startExecution } from '@idem/node-http';
+import type { KeptBody, NodeIdempotencyOptions } from '@idem/node-http';
+import { describeRequest, errorResponse, keepBody, startExecution } from '@idem/node-http';
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest, RouteOptions } from 'fastify';
 import fp from 'fastify-plugin';
 
@@ -14,7 +14,10 @@ declare module 'fastify' {
     idempotency?: false | RouteIdempotencyOptions;
   }
   interface FastifyRequest {
-    /** Its execution under a reserved key (else undefined): `finalizeWith` finalizes in your own transaction. */
+    /**
+     * The execution of this request when it runs under a reserved key (undefined when not covered, without a
+     * key, replayed or rejected): `request.idempotency?.finalizeWith(…)` finalizes inside your own transaction.
+     */
     idempotency: Execution<FastifyRequest> | undefined;
   }
 }
@@ -22,24 +25,14 @@ declare module 'fastify' {
 /** Options of {@link fastifyIdempotency}; the hooks (`redact`, `rebuildReplay`) receive the request as `host`. */
 export interface FastifyIdempotencyOptions extends NodeIdempotencyOptions<FastifyRequest> {}
 
+const keptBodies = new WeakMap<FastifyRequest, KeptBody>();
 /** A route's hooks of one kind (none, one or several, as Fastify takes them), with `hook` after them. */
-const append = <T>(hooks: T | T[] | undefined, hook: T): T[] => [hooks ?? [], hook].flat() as T[];
+const append = <T>(hooks: T | T[] | undefined, hook: T): T[] =>
+  hooks === undefined ? [hook] : Array.isArray(hooks) ? [...hooks, hook] : [hooks, hook];
 
 const idempotencyPlugin: FastifyPluginAsync<FastifyIdempotencyOptions> = async (fastify, options) => {
   const base = createIdempotency<FastifyRequest>(options);
   fastify.decorateRequest('idempotency', undefined);
-  const bodies = new KeptBodies<FastifyRequest>();
-  const { onProtoPoisoning = 'error', onConstructorPoisoning = 'error' } = fastify.initialConfig;
-  const parse = fastify.getDefaultJsonParser(onProtoPoisoning, onConstructorPoisoning);
-  // Fastify's JSON parser keeps the text it reads; an app's own JSON parser stays, its bodies teed (preParsing).
-  try {
-    fastify.addContentTypeParser('application/json', { parseAs: 'string' }, (request, text, done) =>
-      parse(request, bodies.text(request, text as string), done),
-    );
-    bodies.keepText();
-  } catch (error) {
-    if ((error as { code?: unknown }).code !== 'FST_ERR_CTP_ALREADY_PRESENT') throw error;
-  }
 
   // Options are resolved once per route, where the route is defined, and only covered routes get hooks.
   fastify.addHook('onRoute', (routeOptions: RouteOptions) => {
@@ -47,23 +40,27 @@ const idempotencyPlugin: FastifyPluginAsync<FastifyIdempotencyOptions> = async (
     if (config === false) return;
     const idem = config === undefined ? base : base.with(config); // its options, the plugin's timers
     if (![routeOptions.method].flat().some((method) => idem.covers(method))) return;
-    // Keep a keyed body as it arrives, unless the JSON parser keeps its text: the fingerprint hashes it exactly.
-    routeOptions.preParsing = append(routeOptions.preParsing, (request, _reply, payload, done) =>
-      done(null, bodies.tee(idem, request, payload)),
-    );
+    // Keep the bytes of a keyed request with a body as they arrive: the fingerprint hashes them exactly.
+    routeOptions.preParsing = append(routeOptions.preParsing, (request, _reply, payload, done) => {
+      const kept = keepBody(idem, request, payload);
+      if (kept !== undefined) keptBodies.set(request, kept);
+      done(null, kept?.stream ?? payload);
+    });
     // preHandler: the body is parsed and validated, so invalid input never reaches the store.
     routeOptions.preHandler = append(routeOptions.preHandler, async (request, reply) => {
       if (!idem.covers(request.method)) return;
       const { method, url, headers } = request;
       const route = request.routeOptions.url ?? url;
-      const body = bodies.of(request, request.body);
+      const body = keptBodies.get(request)?.bytes() ?? request.body;
       const parts = { method, url, headers, route, body, scope: options.scope?.(request), host: request };
       const result = await idem.begin(describeRequest(idem, reply.raw, parts));
       switch (result.action) {
         case 'proceed':
           return;
-        case 'reject':
-          return replyWith(reply, errorResponse(result.error, request, options.formatError));
+        case 'reject': {
+          const { status, headers, body } = errorResponse(result.error, request, options.formatError);
+          return reply.code(status).headers(headers).send(body);
+        }
         case 'replay':
           return sendReplay(reply, result.response);
         case 'execute':
@@ -87,5 +84,13 @@ const idempotencyPlugin: FastifyPluginAsync<FastifyIdempotencyOptions> = async (
  */
 export const fastifyIdempotency = fp(idempotencyPlugin, { fastify: '5.x', name: '@idem/adapter-fastify' });
 
-/** Replay a stored answer through `reply` as the plugin does: for an app handed a replay in its own transaction. */
-export const sendReplay: (reply: FastifyReply, response: ReplayResponse) => FastifyReply = replyWith;
+/**
+ * Replay a stored answer through `reply` as the plugin does: its status, its headers
+ * (`idempotent-replayed: true` among them) and its body. For an app that reserves or finalizes in its own
+ * transaction and is handed a replay there.
+ */
+export function sendReplay(reply: FastifyReply, response: ReplayResponse): FastifyReply {
+  const { status, headers } = response;
+  const body = response.body ?? undefined; // no body: send(null) would serialize `null`
+  return reply.code(status).headers(headers).send(body);
+}

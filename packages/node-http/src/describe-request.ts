@@ -23,10 +23,6 @@ export interface NodeRequestParts<Host> {
   readonly host: Host;
 }
 
-/** `true` for JSON's own media type (`application/json`, any parameters): what a JSON parser reads. */
-export const isJsonType = (contentType: string | undefined): boolean =>
-  contentType !== undefined && contentType.split(';', 1)[0]?.trim().toLowerCase() === 'application/json';
-
 /**
  * `true` when the request declares a body, by a `Transfer-Encoding` or a `Content-Length` above 0: a body
  * that nothing read is then unseen, never hashed as no body.

@@ -1,9 +1,8 @@
 export { clientGoneSignal, isResponseGone } from './client-gone.js';
-export { declaresBody, describeRequest, isJsonType, type NodeRequestParts } from './describe-request.js';
+export { declaresBody, describeRequest, type NodeRequestParts } from './describe-request.js';
 export { errorResponse } from './error-response.js';
 export { type KeptBody, keepBody } from './keep-body.js';
-export { KeptBodies } from './kept-bodies.js';
 export type { FormatError, NodeIdempotencyOptions } from './options.js';
 export { settleOnResponse } from './settle-on-response.js';
 export { startExecution } from './start-execution.js';
-export { type ChainedReply, replyWith, type WholeResponse, writeResponse } from './write-response.js';
+export { type WholeResponse, writeResponse } from './write-response.js';

@@ -24,25 +24,3 @@ export function writeResponse(res: ServerResponse, response: WholeResponse): voi
   for (const [name, value] of Object.entries(response.headers)) res.setHeader(name, value);
   res.end(response.body ?? undefined);
 }
-
-/** A framework's reply, as Fastify's: status, headers and body set by chained calls. */
-export interface ChainedReply<Reply> {
-  code(status: number): Reply;
-  headers(headers: Readonly<Record<string, string>>): Reply;
-  send(body?: string | Uint8Array): Reply;
-}
-
-/**
- * Write a whole response through a framework's reply (Fastify's `reply`): what {@link writeResponse} does for a
- * Node.js response, with the framework's own hooks (`onSend`, compression) still run.
- *
- * @example
- * if (result.action === 'replay') return replyWith(reply, result.response);
- */
-export function replyWith<Reply extends ChainedReply<Reply>>(reply: Reply, response: WholeResponse): Reply {
-  // No body: a framework may serialize `null`.
-  return reply
-    .code(response.status)
-    .headers(response.headers)
-    .send(response.body ?? undefined);
-}
