@@ -38,10 +38,10 @@ test('a handler that sets an allow-listed header to null: no unhandled rejection
     expect(await send(server.port, { headers: { 'idempotency-key': key } })).toMatchObject({ status: 201 });
     await new Promise((r) => setTimeout(r, 50));
     // The retry replays: the key was settled, not left blocked for the lease.
-    const retry = await send(server.port, { headers: { 'idempotency-key': key } });
-    expect({ unhandled: unhandled.map(String), retry: (retry as { status?: number }).status }).toEqual({
+    const again = await send(server.port, { headers: { 'idempotency-key': key } });
+    expect({ unhandled: unhandled.map(String), replayed: (again as { status?: number }).status }).toEqual({
       unhandled: [],
-      retry: 201,
+      replayed: 201,
     });
   } finally {
     await server.close();
