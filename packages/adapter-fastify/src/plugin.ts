@@ -1,6 +1,6 @@
-import type { Execution, IdempotencyOverrides, ReplayResponse } from '@idem/core';
+import type { Execution, IdempotencyOverrides } from '@idem/core';
 import { createIdempotency } from '@idem/core';
-import type { KeptBody, NodeIdempotencyOptions } from '@idem/node-http';
+import type { KeptBody, NodeIdempotencyOptions, ResponseSettlement, WholeResponse } from '@idem/node-http';
 import { describeRequest, errorResponse, keepBody, startExecution } from '@idem/node-http';
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest, RouteOptions } from 'fastify';
 import fp from 'fastify-plugin';
@@ -14,10 +14,7 @@ declare module 'fastify' {
     idempotency?: false | RouteIdempotencyOptions;
   }
   interface FastifyRequest {
-    /**
-     * The execution of this request when it runs under a reserved key (undefined when not covered, without a
-     * key, replayed or rejected): `request.idempotency?.finalizeWith(…)` finalizes inside your own transaction.
-     */
+    /** The execution of this request under its reserved key, else undefined: `request.idempotency?.finalizeWith(…)`. */
     idempotency: Execution<FastifyRequest> | undefined;
   }
 }
@@ -25,15 +22,16 @@ declare module 'fastify' {
 /** Options of {@link fastifyIdempotency}; the hooks (`redact`, `rebuildReplay`) receive the request as `host`. */
 export interface FastifyIdempotencyOptions extends NodeIdempotencyOptions<FastifyRequest> {}
 
-const keptBodies = new WeakMap<FastifyRequest, KeptBody>();
+// On the request itself (decorated): kept in a WeakMap keyed by it, every request outlived the young generation.
+const KEPT = Symbol('@idem/adapter-fastify kept body');
+const SETTLEMENT = Symbol('@idem/adapter-fastify settlement');
+type Kept = FastifyRequest & { [KEPT]?: KeptBody | undefined; [SETTLEMENT]?: ResponseSettlement | undefined };
 /** A route's hooks of one kind (none, one or several, as Fastify takes them), with `hook` after them. */
-const append = <T>(hooks: T | T[] | undefined, hook: T): T[] =>
-  hooks === undefined ? [hook] : Array.isArray(hooks) ? [...hooks, hook] : [hooks, hook];
+const append = <T>(hooks: T | T[] | undefined, hook: T): T[] => [...[hooks ?? []].flat(), hook] as T[];
 
 const idempotencyPlugin: FastifyPluginAsync<FastifyIdempotencyOptions> = async (fastify, options) => {
   const base = createIdempotency<FastifyRequest>(options);
-  fastify.decorateRequest('idempotency', undefined);
-
+  for (const name of ['idempotency', KEPT, SETTLEMENT]) fastify.decorateRequest(name, undefined);
   // Options are resolved once per route, where the route is defined, and only covered routes get hooks.
   fastify.addHook('onRoute', (routeOptions: RouteOptions) => {
     const config = routeOptions.config?.idempotency;
@@ -42,31 +40,36 @@ const idempotencyPlugin: FastifyPluginAsync<FastifyIdempotencyOptions> = async (
     if (![routeOptions.method].flat().some((method) => idem.covers(method))) return;
     // Keep the bytes of a keyed request with a body as they arrive: the fingerprint hashes them exactly.
     routeOptions.preParsing = append(routeOptions.preParsing, (request, _reply, payload, done) => {
-      const kept = keepBody(idem, request, payload);
-      if (kept !== undefined) keptBodies.set(request, kept);
-      done(null, kept?.stream ?? payload);
+      (request as Kept)[KEPT] = keepBody(idem, request, payload);
+      done(null, payload);
+    });
+    // The answer as Fastify hands it over, when it is whole; streams and hijacked replies are captured as written.
+    routeOptions.onSend = append(routeOptions.onSend, (request, reply, payload, done) => {
+      (request as Kept)[SETTLEMENT]?.handOver(reply.statusCode, reply.getHeaders(), payload);
+      done(null, payload);
     });
     // preHandler: the body is parsed and validated, so invalid input never reaches the store.
     routeOptions.preHandler = append(routeOptions.preHandler, async (request, reply) => {
       if (!idem.covers(request.method)) return;
       const { method, url, headers } = request;
-      const route = request.routeOptions.url ?? url;
-      const body = keptBodies.get(request)?.bytes() ?? request.body;
+      const [route, body] = [
+        request.routeOptions.url ?? url,
+        (request as Kept)[KEPT]?.bytes() ?? request.body,
+      ];
       const parts = { method, url, headers, route, body, scope: options.scope?.(request), host: request };
       const result = await idem.begin(describeRequest(idem, reply.raw, parts));
       switch (result.action) {
-        case 'proceed':
-          return;
-        case 'reject': {
-          const { status, headers, body } = errorResponse(result.error, request, options.formatError);
-          return reply.code(status).headers(headers).send(body);
-        }
+        case 'reject': // ('proceed': nothing to do)
+          return sendReplay(reply, errorResponse(result.error, request, options.formatError));
         case 'replay':
           return sendReplay(reply, result.response);
         case 'execute':
-        case 'reserve-in-transaction':
-          if (await startExecution(result.execution, reply.raw)) request.idempotency = result.execution;
-          else reply.hijack(); // the client left while the key was being reserved: nothing runs
+        case 'reserve-in-transaction': {
+          const settlement = await startExecution(result.execution, reply.raw);
+          if (settlement === undefined) return reply.hijack(); // the client left meanwhile: nothing runs
+          (request as Kept)[SETTLEMENT] = settlement;
+          request.idempotency = result.execution;
+        }
       }
     });
   });
@@ -85,11 +88,10 @@ const idempotencyPlugin: FastifyPluginAsync<FastifyIdempotencyOptions> = async (
 export const fastifyIdempotency = fp(idempotencyPlugin, { fastify: '5.x', name: '@idem/adapter-fastify' });
 
 /**
- * Replay a stored answer through `reply` as the plugin does: its status, its headers
- * (`idempotent-replayed: true` among them) and its body. For an app that reserves or finalizes in its own
- * transaction and is handed a replay there.
+ * Send a whole answer through `reply` as the plugin does, such as a replay (`idempotent-replayed: true`) that an
+ * app reserving in its own transaction is handed there.
  */
-export function sendReplay(reply: FastifyReply, response: ReplayResponse): FastifyReply {
+export function sendReplay(reply: FastifyReply, response: WholeResponse): FastifyReply {
   const { status, headers } = response;
   const body = response.body ?? undefined; // no body: send(null) would serialize `null`
   return reply.code(status).headers(headers).send(body);

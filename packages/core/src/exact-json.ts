@@ -63,8 +63,19 @@ function skipSpace(text: string, at: number): number {
   }
 }
 
-/** A string token starting at `at` (its opening quote): decoded, as canonical text, and where it ends. */
-function readString(text: string, at: number): { value: string; canonical: string; end: number } | undefined {
+/**
+ * Where the string token read last by {@link readString} ended, and its decoded value when it had escapes
+ * (undefined when the value is the text between its quotes).
+ */
+let stringEnd = 0;
+let stringValue: string | undefined;
+
+/**
+ * A string token starting at `at` (its opening quote), as canonical text; undefined when it is not one. Its
+ * end (and its decoded value, if it had escapes) are left in {@link stringEnd} and {@link stringValue}: no
+ * object per string, the most frequent token of a request body.
+ */
+function readString(text: string, at: number): string | undefined {
   let from = at + 1;
   for (;;) {
     const close = text.indexOf('"', from);
@@ -77,24 +88,47 @@ function readString(text: string, at: number): { value: string; canonical: strin
     }
     const token = text.slice(at, close + 1);
     if (CONTROL.test(token)) return undefined;
-    if (!token.includes('\\')) return { value: token.slice(1, -1), canonical: token, end: close + 1 };
+    stringEnd = close + 1;
+    if (!token.includes('\\')) {
+      stringValue = undefined;
+      return token;
+    }
     try {
-      const value = JSON.parse(token) as string;
-      return { value, canonical: JSON.stringify(value), end: close + 1 };
+      stringValue = JSON.parse(token) as string;
+      return JSON.stringify(stringValue);
     } catch {
       return undefined; // an invalid escape
     }
   }
 }
 
+/** Members sorted by name in place (stable): an insertion sort, which allocates nothing, for the few of most objects. */
+function sortMembers(members: Member[]): void {
+  if (members.length > 24) {
+    members.sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
+    return;
+  }
+  for (let m = 1; m < members.length; m++) {
+    const member = members[m] as Member;
+    const name = member[0];
+    let at = m - 1;
+    while (at >= 0 && (members[at] as Member)[0] > name) {
+      members[at + 1] = members[at] as Member;
+      at--;
+    }
+    members[at + 1] = member;
+  }
+}
+
 /** `{…}` from the members read, sorted by name; of a repeated name, the last one counts. */
 function closeObject(members: Member[]): string {
-  members.sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
+  sortMembers(members);
   let text = '{';
   for (let m = 0; m < members.length; m++) {
-    const [name, nameText, valueText] = members[m] as Member;
-    if (m + 1 < members.length && (members[m + 1] as Member)[0] === name) continue;
-    text += text.length === 1 ? `${nameText}:${valueText}` : `,${nameText}:${valueText}`;
+    const member = members[m] as Member;
+    if (m + 1 < members.length && (members[m + 1] as Member)[0] === member[0]) continue;
+    if (text.length > 1) text += ',';
+    text += member[1] + ':' + member[2];
   }
   return `${text}}`;
 }
@@ -112,14 +146,15 @@ export function exactCanonicalJson(text: string, excluded?: ReadonlySet<string>)
   /** Read `"name":` at `i` into the frame; false when the text does not hold one there. */
   const readName = (frame: ObjectFrame): boolean => {
     if (text.charCodeAt(i) !== QUOTE) return false;
-    const name = readString(text, i);
-    if (name === undefined) return false;
-    i = skipSpace(text, name.end);
+    const nameText = readString(text, i);
+    if (nameText === undefined) return false;
+    const name = stringValue ?? text.slice(i + 1, stringEnd - 1);
+    i = skipSpace(text, stringEnd);
     if (text.charCodeAt(i) !== COLON) return false;
     i++;
-    frame.name = name.value;
-    frame.nameText = name.canonical;
-    path = excluded === undefined ? '' : frame.path === '' ? name.value : `${frame.path}.${name.value}`;
+    frame.name = name;
+    frame.nameText = nameText;
+    path = excluded === undefined ? '' : frame.path === '' ? name : `${frame.path}.${name}`;
     frame.skip = excluded?.has(path) === true;
     return true;
   };
@@ -152,8 +187,8 @@ export function exactCanonicalJson(text: string, excluded?: ReadonlySet<string>)
     } else if (c === QUOTE) {
       const string = readString(text, i);
       if (string === undefined) return undefined;
-      i = string.end;
-      value = string.canonical;
+      i = stringEnd;
+      value = string;
     } else if (c === MINUS || (c >= ZERO && c <= NINE)) {
       NUMBER.lastIndex = i;
       const match = NUMBER.exec(text);

@@ -3,6 +3,6 @@ export { declaresBody, describeRequest, type NodeRequestParts } from './describe
 export { errorResponse } from './error-response.js';
 export { type KeptBody, keepBody } from './keep-body.js';
 export type { FormatError, NodeIdempotencyOptions } from './options.js';
-export { settleOnResponse } from './settle-on-response.js';
+export { type ResponseSettlement, settleOnResponse } from './settle-on-response.js';
 export { startExecution } from './start-execution.js';
 export { type WholeResponse, writeResponse } from './write-response.js';

@@ -57,15 +57,25 @@ class ResponseCapture {
   ended = false;
   /** `true` when server code destroyed the response while its connection was still open. */
   brokenOff = false;
-  /** Called once, right after `end`. */
-  onEnd: (() => void) | undefined;
+  /** `true` once the framework handed the whole answer over: what is written then is not kept. */
+  handedOver = false;
 
-  constructor(res: ServerResponse, maxBodyBytes: number) {
+  readonly #owner: { ended(): void };
+
+  /** @param owner told right after `end` */
+  constructor(res: ServerResponse, maxBodyBytes: number, owner: { ended(): void }) {
+    this.#owner = owner;
     this.#res = res;
     this.#maxBodyBytes = maxBodyBytes;
     const capture = this;
     const { writeHead, write, end, destroy } = res;
-    res.writeHead = function (this: ServerResponse, ...args: unknown[]) {
+    // Each wrapper hands its call on as it came (`arguments`, which the engine passes on without building an
+    // array): most calls only pass through.
+    res.writeHead = function (this: ServerResponse) {
+      // biome-ignore lint/complexity/noArguments: forwarded whole, without an array per call
+      const passed = arguments as unknown as unknown[];
+      if (capture.handedOver) return (writeHead as (...a: unknown[]) => ServerResponse).apply(this, passed);
+      const args = Array.from(passed);
       // Only the head that goes out counts: a framework's late error answer (writeHead(500) on a response
       // already under way) throws and changes nothing.
       const first = !this.headersSent;
@@ -86,23 +96,25 @@ class ResponseCapture {
         capture.brokenOff = true;
       return destroy.call(this, error);
     } as typeof res.destroy;
-    res.write = function (this: ServerResponse, chunk: Chunk, ...rest: unknown[]) {
-      if (!capture.#inEnd) capture.#keep(chunk, rest[0]);
-      return (write as (...a: unknown[]) => boolean).call(this, chunk, ...rest);
+    res.write = function (this: ServerResponse, chunk: Chunk, encoding?: unknown) {
+      if (!capture.#inEnd && !capture.handedOver) capture.#keep(chunk, encoding);
+      // biome-ignore lint/complexity/noArguments: forwarded whole, without an array per call
+      return (write as (...a: unknown[]) => boolean).apply(this, arguments as unknown as unknown[]);
     } as typeof res.write;
-    res.end = function (this: ServerResponse, chunk?: unknown, ...rest: unknown[]) {
-      if (typeof chunk !== 'function') capture.#keep(chunk as Chunk, rest[0]);
+    res.end = function (this: ServerResponse, chunk?: unknown, encoding?: unknown) {
+      if (typeof chunk !== 'function' && !capture.handedOver) capture.#keep(chunk as Chunk, encoding);
       // An `end` that writes its chunk through `this.write` (light-my-request's does) is counted once.
       capture.#inEnd = true;
       let result: ServerResponse;
       try {
-        result = (end as (...a: unknown[]) => ServerResponse).call(this, chunk, ...rest);
+        // biome-ignore lint/complexity/noArguments: forwarded whole, without an array per call
+        result = (end as (...a: unknown[]) => ServerResponse).apply(this, arguments as unknown as unknown[]);
       } finally {
         capture.#inEnd = false;
       }
       if (!capture.ended) {
         capture.ended = true;
-        capture.onEnd?.();
+        capture.#owner.ended();
       }
       return result;
     } as typeof res.end;
@@ -143,6 +155,11 @@ class ResponseCapture {
     this.#chunks.push(buffer);
   }
 
+  /** `true` once anything went through: a head, or a byte of the body. */
+  get touched(): boolean {
+    return this.#headPassed || this.#sawBody || this.#sentStatus !== undefined;
+  }
+
   /** The response as written so far; `incomplete` marks a body that will never be whole. */
   snapshot(incomplete: boolean): CapturedResponse {
     const truncated = this.#truncated || incomplete;
@@ -154,6 +171,40 @@ class ResponseCapture {
       contentEncoding: this.#encoding,
     };
   }
+}
+
+/**
+ * The answer a framework hands over before writing it, when it is whole: a string, bytes or nothing. For
+ * anything else (a stream, a web `Response`) `undefined`: that is captured as it is written. A status
+ * without a body (1xx, 204, 304) goes out with none, so none is kept.
+ */
+function wholeAnswer(
+  status: number,
+  headers: Readonly<Record<string, HeaderValue>>,
+  payload: unknown,
+): CapturedResponse | undefined {
+  const bodyless =
+    payload === null || payload === undefined || status < 200 || status === 204 || status === 304;
+  if (!bodyless && typeof payload !== 'string' && !(payload instanceof Uint8Array)) return undefined;
+  const body = bodyless ? null : (payload as string | Uint8Array);
+  return { status, headers, body, contentEncoding: headerText(headers['content-encoding']) };
+}
+
+/**
+ * What an adapter may tell the settlement of a response ({@link settleOnResponse}) before it is written.
+ */
+export interface ResponseSettlement {
+  /**
+   * The answer as the framework hands it over just before writing it (Fastify's `onSend`): when it is whole (a
+   * string, bytes, or no body), the execution is finished with it now and what is then written is not captured
+   * again; a stream (or a web `Response`) is captured as it is written. Ignored once anything was written, or
+   * the execution is settled: what went out decides then. `true` when it was taken.
+   *
+   * @example
+   * // in Fastify's onSend hook:
+   * settlement?.handOver(reply.statusCode, reply.getHeaders(), payload);
+   */
+  handOver(status: number, headers: Readonly<Record<string, HeaderValue>>, payload: unknown): boolean;
 }
 
 /**
@@ -171,29 +222,70 @@ class ResponseCapture {
  *   renewed lease, and its answer settles the key when it comes (the coordinator's `maxExecutionMs` bounds a
  *   handler that never answers).
  *
+ * A framework that hands the whole answer over before writing it (Fastify's `onSend`) passes it to the
+ * returned settlement's `handOver`: the execution finishes with it at once and nothing is kept twice; streams,
+ * hijacked replies and raw writes are still captured as they are written.
+ *
  * `finish` never throws, so nothing here can reject unhandled.
  */
-export function settleOnResponse(execution: Execution, res: ServerResponse): void {
-  const capture = new ResponseCapture(res, execution.maxBodyBytes);
-  let settled = false;
-  let waiting = false;
-  const settle = (incomplete: boolean): void => {
-    if (settled) return;
-    settled = true;
-    void execution.finish(capture.snapshot(incomplete));
-  };
-  capture.onEnd = () => {
-    if (waiting) settle(false);
-  };
-  res.once('finish', () => settle(false));
-  res.once('close', () => {
-    if (capture.ended) settle(false);
-    else if (res.headersSent) settle(true);
+export function settleOnResponse(execution: Execution, res: ServerResponse): ResponseSettlement {
+  return new Settlement(execution, res);
+}
+
+/**
+ * The settlement of one execution by its response. A class, like everything made per request here: an object
+ * literal holding closures over the request would be built at an allocation site that the engine may come
+ * to allocate in the old generation, where it keeps every request it points to alive past the young
+ * collections.
+ */
+class Settlement implements ResponseSettlement {
+  readonly #execution: Execution;
+  readonly #res: ServerResponse;
+  readonly #capture: ResponseCapture;
+  #settled = false;
+  /** The client left before any status: the handler's answer settles the key when it comes. */
+  #waiting = false;
+
+  constructor(execution: Execution, res: ServerResponse) {
+    this.#execution = execution;
+    this.#res = res;
+    this.#capture = new ResponseCapture(res, execution.maxBodyBytes, this);
+    res.once('finish', () => this.#settle(false));
+    res.once('close', () => this.#closed());
+  }
+
+  handOver(status: number, headers: Readonly<Record<string, HeaderValue>>, payload: unknown): boolean {
+    if (this.#settled || this.#capture.touched) return false;
+    const whole = wholeAnswer(status, headers, payload);
+    if (whole === undefined) return false;
+    this.#settled = true;
+    this.#capture.handedOver = true;
+    void this.#execution.finish(whole);
+    return true;
+  }
+
+  /** Called by the capture right after `end`. */
+  ended(): void {
+    if (this.#waiting) this.#settle(false);
+  }
+
+  #settle(incomplete: boolean): void {
+    if (this.#settled) return;
+    this.#settled = true;
+    void this.#execution.finish(this.#capture.snapshot(incomplete));
+  }
+
+  #closed(): void {
+    const res = this.#res;
+    const capture = this.#capture;
+    if (capture.ended) this.#settle(false);
+    else if (res.headersSent) this.#settle(true);
     else if (capture.brokenOff || (res.errored !== null && res.errored !== undefined)) {
-      settled = true;
-      void execution.abort();
+      if (this.#settled) return;
+      this.#settled = true;
+      void this.#execution.abort();
     } else {
-      waiting = true;
+      this.#waiting = true;
     }
-  });
+  }
 }

@@ -1,22 +1,24 @@
 import type { ServerResponse } from 'node:http';
 import type { Execution } from '@idem/core';
 import { isResponseGone } from './client-gone.js';
-import { settleOnResponse } from './settle-on-response.js';
+import { type ResponseSettlement, settleOnResponse } from './settle-on-response.js';
 
 /**
  * The `execute` branch on a Node.js response. When the client left while the key was being reserved, the
- * execution is aborted (the key released) and this resolves `false`: run nothing for nobody. Otherwise the
+ * execution is aborted (the key released) and this resolves `undefined`: run nothing for nobody. Otherwise the
  * execution is settled by what happens to `res` ({@link settleOnResponse}, attached before this returns) and
- * this resolves `true`: run the handler.
+ * this resolves its settlement: run the handler.
  *
  * @example
  * if (await startExecution(result.execution, res)) next();
  */
-export async function startExecution(execution: Execution, res: ServerResponse): Promise<boolean> {
+export async function startExecution(
+  execution: Execution,
+  res: ServerResponse,
+): Promise<ResponseSettlement | undefined> {
   if (isResponseGone(res)) {
     await execution.abort();
-    return false;
+    return undefined;
   }
-  settleOnResponse(execution, res);
-  return true;
+  return settleOnResponse(execution, res);
 }

@@ -46,3 +46,47 @@ describe('keepBody', () => {
     expect(kept?.bytes()).toBe(UNSEEN_BODY);
   });
 });
+
+describe('keepBody, where the bytes are taken', () => {
+  test('bytes that arrived before the call are read out and put back in front, in order', async () => {
+    const source = new Readable({ read() {} });
+    source.push(Buffer.from('ab'));
+    const kept = keepBody(idem, keyed, source);
+    source.push(Buffer.from('cd'));
+    source.push(null);
+    expect(await text(source)).toBe('abcd');
+    expect(kept?.bytes()).toEqual(Buffer.from('abcd'));
+  });
+
+  test('bytes before any decoding a reader asks for: invalid UTF-8 stays the bytes it was', async () => {
+    const source = new Readable({ read() {} });
+    const kept = keepBody(idem, keyed, source);
+    source.setEncoding('utf8');
+    const invalid = Buffer.from([0x7b, 0xff, 0xfe, 0x7d]);
+    source.push(invalid);
+    source.push(null);
+    expect(await text(source)).toBe('{\ufffd\ufffd}');
+    expect(kept?.bytes()).toEqual(invalid);
+  });
+
+  test.each([
+    ['read from already', (source: Readable) => source.read()],
+    ['flowing already', (source: Readable) => source.on('data', () => {})],
+  ])('a source %s: bytes another reader took are not had, so the body stays unseen', async (_, before) => {
+    const source = new Readable({ read() {} });
+    source.push(Buffer.from('ab'));
+    before(source);
+    await new Promise((resolve) => setImmediate(resolve));
+    const kept = keepBody(idem, keyed, source);
+    source.push(Buffer.from('cd'));
+    source.push(null);
+    source.resume();
+    await new Promise((resolve) => source.once('end', resolve));
+    expect(kept?.bytes()).toBe(UNSEEN_BODY);
+  });
+
+  test('the source itself goes to the parser: nothing is put between them', () => {
+    const source = new Readable({ read() {} });
+    expect(keepBody(idem, keyed, source)?.stream).toBe(source);
+  });
+});

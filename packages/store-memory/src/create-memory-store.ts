@@ -147,7 +147,16 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): MemoryStore
       const hit = owned(scope, key, owner);
       if (hit === undefined) return false;
       const [id, record] = hit;
-      const done = { ...record, owner: null, response };
+      const done: IdempotencyRecord = {
+        scope: record.scope,
+        key: record.key,
+        fingerprint: record.fingerprint,
+        owner: null,
+        leaseUntilMs: record.leaseUntilMs,
+        response,
+        createdAtMs: record.createdAtMs,
+        expiresAtMs: record.expiresAtMs,
+      };
       // The cache would drop a record larger than its whole bound without a word, and the retry would run
       // again: refuse it instead, so the coordinator releases the key in the open.
       if (maxSizeBytes !== undefined && sizeOf(done) > maxSizeBytes) {
