@@ -468,13 +468,13 @@ function coordinator<Host>(options: IdempotencyOptions<Host>, timers: Timers): I
     return { decision: decide(found, attempt.fingerprint), durationMs: found.durationMs };
   }
 
-  /** What `begin` answers for a decision: it is reported, then acted on. */
-  async function answer(
+  /** What `begin` answers for a decision: it is reported, then acted on (at once, but for a replay's rebuild). */
+  function answer(
     decision: Decision,
     attempt: Attempt<Host>,
     durationMs: number,
     waited: boolean,
-  ): Promise<BeginResult<Host>> {
+  ): BeginResult<Host> | Promise<BeginResult<Host>> {
     report(decision, attempt, durationMs, waited, false);
     switch (decision.answer) {
       case 'execute':

@@ -20,6 +20,7 @@ const toBuffer = (chunk: unknown, encoding: unknown): Buffer | undefined => {
   if (typeof chunk === 'string') {
     return Buffer.from(chunk, (typeof encoding === 'string' ? encoding : 'utf8') as BufferEncoding);
   }
+  if (Buffer.isBuffer(chunk)) return chunk;
   if (chunk instanceof Uint8Array) return Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
   return undefined;
 };

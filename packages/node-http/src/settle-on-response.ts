@@ -6,6 +6,8 @@ type Chunk = string | Uint8Array | null | undefined;
 const headerText = (value: HeaderValue): string | undefined =>
   value === undefined ? undefined : Array.isArray(value) ? value.join(', ') : String(value);
 
+const EMPTY_HEAD: readonly unknown[] = [];
+
 /** The Content-Encoding among the headers of a `writeHead(status, [message], headers)` call, if any. */
 function encodingOf(args: unknown[]): string | undefined {
   const headers = args.find((arg, i) => i > 0 && typeof arg === 'object' && arg !== null);
@@ -75,7 +77,8 @@ class ResponseCapture {
       // biome-ignore lint/complexity/noArguments: forwarded whole, without an array per call
       const passed = arguments as unknown as unknown[];
       if (capture.handedOver) return (writeHead as (...a: unknown[]) => ServerResponse).apply(this, passed);
-      const args = Array.from(passed);
+      // Most heads pass only a status (Node's own implicit head does): nothing else to read then.
+      const args = passed.length === 1 ? (EMPTY_HEAD as unknown[]) : Array.from(passed);
       // Only the head that goes out counts: a framework's late error answer (writeHead(500) on a response
       // already under way) throws and changes nothing.
       const first = !this.headersSent;
@@ -85,8 +88,9 @@ class ResponseCapture {
         capture.#headPassed = true;
         capture.#headEncoding = encodingOf(args) ?? headerText(this.getHeader('content-encoding'));
       }
-      const result = (writeHead as (...a: unknown[]) => ServerResponse).apply(this, args);
-      if (first) capture.#head(args);
+      const result = (writeHead as (...a: unknown[]) => ServerResponse).apply(this, passed);
+      if (first && passed.length > 1) capture.#head(args);
+      else if (first && typeof passed[0] === 'number') capture.#sentStatus = passed[0];
       return result;
     } as typeof res.writeHead;
     res.destroy = function (this: ServerResponse, error?: Error) {
