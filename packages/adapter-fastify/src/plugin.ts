@@ -40,12 +40,13 @@ const idempotencyPlugin: FastifyPluginAsync<FastifyIdempotencyOptions> = async (
     if (![routeOptions.method].flat().some((method) => idem.covers(method))) return;
     // Keep the bytes of a keyed request with a body as they arrive: the fingerprint hashes them exactly.
     routeOptions.preParsing = append(routeOptions.preParsing, (request, _reply, payload, done) => {
-      (request as Kept)[KEPT] = keepBody(idem, request, payload);
-      done(null, payload);
+      const kept = keepBody(idem, request, payload);
+      (request as Kept)[KEPT] = kept;
+      done(null, kept?.stream ?? payload);
     });
-    // The answer as Fastify hands it over, when it is whole; streams and hijacked replies are captured as written.
-    routeOptions.onSend = append(routeOptions.onSend, (request, reply, payload, done) => {
-      (request as Kept)[SETTLEMENT]?.handOver(reply.statusCode, reply.getHeaders(), payload);
+    // The body as Fastify hands it over (not copied as it is written, when whole); what goes out decides.
+    routeOptions.onSend = append(routeOptions.onSend, (request, _reply, payload, done) => {
+      (request as Kept)[SETTLEMENT]?.handOver(payload);
       done(null, payload);
     });
     // preHandler: the body is parsed and validated, so invalid input never reaches the store.

@@ -1,11 +1,15 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Readable } from 'node:stream';
+import { Transform } from 'node:stream';
 import { type Idempotency, UNSEEN_BODY } from '@idem/core';
 import { declaresBody } from './describe-request.js';
 
-/** A request body's bytes, kept as they reach its stream (see {@link keepBody}). */
+/** A request body's bytes, kept as its parser reads them (see {@link keepBody}). */
 export interface KeptBody {
-  /** What to hand the parser: the source itself, whose bytes are now kept as they arrive. */
+  /**
+   * What to hand the parser in place of the source: the source itself when its bytes are taken as they arrive,
+   * else a stream with the same bytes, the source's errors and its `receivedEncodedLength`.
+   */
   readonly stream: Readable;
   /**
    * The whole body once its reader read it to the end; `UNSEEN_BODY` until then: a parser that hands the
@@ -16,31 +20,22 @@ export interface KeptBody {
 
 type Push = Readable['push'];
 
-const toBuffer = (chunk: unknown, encoding: unknown): Buffer | undefined => {
-  if (typeof chunk === 'string') {
-    return Buffer.from(chunk, (typeof encoding === 'string' ? encoding : 'utf8') as BufferEncoding);
-  }
-  if (Buffer.isBuffer(chunk)) return chunk;
-  if (chunk instanceof Uint8Array) return Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
-  return undefined;
-};
-
 /**
- * Keep the bytes of a request body as they arrive, for a fingerprint of exactly what the client sent, while
- * its parser reads the stream as it would have. Only a request that `begin` may fingerprint has bytes to keep:
- * a covered method, a key header and a declared body ({@link declaresBody}); for any other this returns
- * `undefined` and `source` is left as it is.
+ * Keep the bytes of a request body as its parser reads them, for a fingerprint of exactly what the client sent.
+ * Only a request that `begin` may fingerprint has bytes to keep: a covered method, a key header and a declared
+ * body ({@link declaresBody}); for any other this returns `undefined` and `source` is left as it is.
  *
- * Nothing is put between the source and its reader (a `Transform` per request cost more than the rest of the
- * request): the bytes are taken where every readable stream receives them, its `push`, before any decoding
- * a reader asks for (`setEncoding`), so that invalid UTF-8 stays the bytes it was. Bytes that arrived before
- * this call are read out of the stream's buffer and put back in front, in order.
+ * A stream nobody has touched yet (the common case: no earlier hook read it, decoded it or set it flowing) is
+ * handed to the parser as it is: its bytes are taken where it receives them, its `push`, before any decoding
+ * its reader asks for, and bytes that arrived before this call are read out of its buffer and put back in
+ * front. (A `Transform` per request cost more than the rest of the request.) Any other stream is read through
+ * a tee, which sees exactly what the parser will: what is left in the stream, as the stream gives it.
  *
  * @param idem the coordinator (its `covers` and `headerName`)
  * @example
  * // in Fastify's preParsing hook:
  * const kept = keepBody(idem, request, payload);
- * done(null, payload);
+ * done(null, kept?.stream ?? payload);
  */
 export function keepBody(
   idem: Pick<Idempotency, 'covers' | 'headerName'>,
@@ -51,40 +46,79 @@ export function keepBody(
   if (!idem.covers(request.method) || headers[idem.headerName] === undefined || !declaresBody(headers)) {
     return undefined;
   }
-  return new KeptBytes(source);
+  const untouched =
+    source.readableEncoding === null &&
+    !source.readableObjectMode &&
+    !source.readableDidRead &&
+    source.readableFlowing === null &&
+    !source.readableEnded;
+  return untouched ? new PushedBytes(source) : new TeedBytes(source);
 }
 
-/** The bytes of one body as they arrive (a class, as is everything made per request: see settleOnResponse). */
-class KeptBytes implements KeptBody {
+/** The bytes of an untouched stream, taken at its `push` (a class: one object per request, no closures). */
+class PushedBytes implements KeptBody {
   readonly stream: Readable;
   readonly #chunks: Buffer[] = [];
-  /** Bytes some reader took before this call cannot be had any more: the body stays unseen. */
-  #missed: boolean;
 
   constructor(source: Readable) {
     this.stream = source;
     const chunks = this.#chunks;
-    this.#missed = source.readableDidRead || source.readableEnded || source.readableFlowing === true;
-    if (!this.#missed && source.readableLength > 0) {
-      // Arrived already (while an earlier hook ran): taken out whole and put back at the front.
-      const early = source.read() as unknown;
-      const bytes = toBuffer(early, source.readableEncoding);
-      if (bytes === undefined) this.#missed = true;
-      else chunks.push(bytes);
-      if (early !== null) source.unshift(early as Buffer);
+    if (source.readableLength > 0) {
+      // Arrived already (while an earlier hook ran): taken out whole, as bytes, and put back at the front.
+      const early = source.read() as Buffer;
+      chunks.push(early);
+      source.unshift(early);
     }
     const push: Push = source.push;
     source.push = function keep(this: Readable, chunk: unknown, encoding?: BufferEncoding) {
-      const bytes = toBuffer(chunk, encoding);
-      if (bytes !== undefined && bytes.length > 0) chunks.push(bytes);
+      if (Buffer.isBuffer(chunk)) {
+        if (chunk.length > 0) chunks.push(chunk);
+      } else if (typeof chunk === 'string') {
+        chunks.push(Buffer.from(chunk, encoding ?? 'utf8'));
+      } else if (chunk instanceof Uint8Array) {
+        chunks.push(Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength));
+      }
       return push.call(this, chunk, encoding);
     };
   }
 
   bytes(): Buffer | typeof UNSEEN_BODY {
     const source = this.stream;
-    if (this.#missed || !source.readableEnded || source.errored !== null) return UNSEEN_BODY;
+    if (!source.readableEnded || source.errored !== null) return UNSEEN_BODY;
     const chunks = this.#chunks;
     return chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks);
+  }
+}
+
+/** The bytes of a stream someone else touched first, through a tee that the parser reads. */
+class TeedBytes implements KeptBody {
+  readonly stream: Readable;
+  readonly #chunks: Buffer[] = [];
+  #complete = false;
+
+  constructor(source: Readable) {
+    const chunks = this.#chunks;
+    const stream = new Transform({
+      transform(chunk: Buffer, _encoding, callback) {
+        chunks.push(chunk);
+        callback(null, chunk);
+      },
+      flush: (callback) => {
+        this.#complete = true;
+        callback();
+      },
+    });
+    Object.defineProperty(stream, 'receivedEncodedLength', {
+      get: () => (source as { receivedEncodedLength?: number }).receivedEncodedLength,
+    });
+    // pipe, with the source's errors passed on by hand: they reach the parser instead of the process.
+    // (pipeline would do that too, at the price of an AbortController and a DOMException per request.)
+    source.on('error', (error) => stream.destroy(error));
+    source.pipe(stream);
+    this.stream = stream;
+  }
+
+  bytes(): Buffer | typeof UNSEEN_BODY {
+    return this.#complete ? Buffer.concat(this.#chunks) : UNSEEN_BODY;
   }
 }

@@ -7,6 +7,7 @@ const headerText = (value: HeaderValue): string | undefined =>
   value === undefined ? undefined : Array.isArray(value) ? value.join(', ') : String(value);
 
 const EMPTY_HEAD: readonly unknown[] = [];
+const NOT_HANDED = Symbol('nothing handed over');
 
 /** The Content-Encoding among the headers of a `writeHead(status, [message], headers)` call, if any. */
 function encodingOf(args: unknown[]): string | undefined {
@@ -59,8 +60,13 @@ class ResponseCapture {
   ended = false;
   /** `true` when server code destroyed the response while its connection was still open. */
   brokenOff = false;
-  /** `true` once the framework handed the whole answer over: what is written then is not kept. */
-  handedOver = false;
+  /**
+   * The body the framework handed over before writing it ({@link ResponseCapture.expect}): while the one chunk
+   * written is that very value, it is not copied as it passes. `NOT_HANDED` when nothing was handed over.
+   */
+  #expected: unknown = NOT_HANDED;
+  /** The handed-over body went out, as the one chunk written. */
+  #matched = false;
 
   readonly #owner: { ended(): void };
 
@@ -76,7 +82,6 @@ class ResponseCapture {
     res.writeHead = function (this: ServerResponse) {
       // biome-ignore lint/complexity/noArguments: forwarded whole, without an array per call
       const passed = arguments as unknown as unknown[];
-      if (capture.handedOver) return (writeHead as (...a: unknown[]) => ServerResponse).apply(this, passed);
       // Most heads pass only a status (Node's own implicit head does): nothing else to read then.
       const args = passed.length === 1 ? (EMPTY_HEAD as unknown[]) : Array.from(passed);
       // Only the head that goes out counts: a framework's late error answer (writeHead(500) on a response
@@ -101,12 +106,12 @@ class ResponseCapture {
       return destroy.call(this, error);
     } as typeof res.destroy;
     res.write = function (this: ServerResponse, chunk: Chunk, encoding?: unknown) {
-      if (!capture.#inEnd && !capture.handedOver) capture.#keep(chunk, encoding);
+      if (!capture.#inEnd) capture.#keep(chunk, encoding);
       // biome-ignore lint/complexity/noArguments: forwarded whole, without an array per call
       return (write as (...a: unknown[]) => boolean).apply(this, arguments as unknown as unknown[]);
     } as typeof res.write;
     res.end = function (this: ServerResponse, chunk?: unknown, encoding?: unknown) {
-      if (typeof chunk !== 'function' && !capture.handedOver) capture.#keep(chunk as Chunk, encoding);
+      if (typeof chunk !== 'function') capture.#keep(chunk as Chunk, encoding);
       // An `end` that writes its chunk through `this.write` (light-my-request's does) is counted once.
       capture.#inEnd = true;
       let result: ServerResponse;
@@ -139,7 +144,33 @@ class ResponseCapture {
     }
   }
 
+  /**
+   * The framework hands `body` over whole before writing it (a string, bytes, or nothing): when it goes out as
+   * the one chunk written, it is kept by reference as it passes and copied once at the end. Anything else
+   * written instead (a later hook's payload, a stream) makes the body one that was not seen whole: the record
+   * keeps the status and says the body was omitted. Ignored once a body byte or the head went out.
+   */
+  expect(body: string | Uint8Array | null | undefined): void {
+    if (this.#sawBody || this.#res.headersSent || this.#truncated) return;
+    this.#expected = body;
+  }
+
   #keep(chunk: Chunk, encoding: unknown): void {
+    if (this.#expected !== NOT_HANDED) {
+      if (chunk === null || chunk === undefined || chunk.length === 0) return;
+      if (!this.#matched && chunk === this.#expected) {
+        this.#matched = true;
+        this.#sawBody = true;
+        this.#encoding = this.#headPassed
+          ? this.#headEncoding
+          : headerText(this.#res.getHeader('content-encoding'));
+        if (chunk.length > this.#maxBodyBytes) this.#truncated = true; // (a string's length is a lower bound)
+        return;
+      }
+      this.#truncated = true; // not the body handed over, or more than it
+      this.#sawBody = true;
+      return;
+    }
     const buffer = toBuffer(chunk, encoding);
     if (buffer === undefined || buffer.length === 0) return;
     if (!this.#sawBody) {
@@ -159,18 +190,24 @@ class ResponseCapture {
     this.#chunks.push(buffer);
   }
 
-  /** `true` once anything went through: a head, or a byte of the body. */
-  get touched(): boolean {
-    return this.#headPassed || this.#sawBody || this.#sentStatus !== undefined;
-  }
-
   /** The response as written so far; `incomplete` marks a body that will never be whole. */
   snapshot(incomplete: boolean): CapturedResponse {
-    const truncated = this.#truncated || incomplete;
+    let truncated = this.#truncated || incomplete;
+    let body: Buffer | null = null;
+    if (!truncated) {
+      // A copy, never the app's own buffer: it may reuse it once the response is out.
+      if (this.#expected === NOT_HANDED) body = Buffer.concat(this.#chunks);
+      else if (!this.#matched) body = null; // handed over with no body, and none went out
+      else {
+        const expected = this.#expected as string | Uint8Array;
+        body = typeof expected === 'string' ? Buffer.from(expected) : Buffer.from(expected);
+        truncated = body.length > this.#maxBodyBytes;
+      }
+    }
     return {
       status: this.#sentStatus ?? this.#res.statusCode,
       headers: { ...this.#headHeaders, ...(this.#res.getHeaders() as Record<string, HeaderValue>) },
-      body: truncated ? null : Buffer.concat(this.#chunks),
+      body: truncated ? null : body,
       bodyTruncated: truncated,
       contentEncoding: this.#encoding,
     };
@@ -178,37 +215,21 @@ class ResponseCapture {
 }
 
 /**
- * The answer a framework hands over before writing it, when it is whole: a string, bytes or nothing. For
- * anything else (a stream, a web `Response`) `undefined`: that is captured as it is written. A status
- * without a body (1xx, 204, 304) goes out with none, so none is kept.
- */
-function wholeAnswer(
-  status: number,
-  headers: Readonly<Record<string, HeaderValue>>,
-  payload: unknown,
-): CapturedResponse | undefined {
-  const bodyless =
-    payload === null || payload === undefined || status < 200 || status === 204 || status === 304;
-  if (!bodyless && typeof payload !== 'string' && !(payload instanceof Uint8Array)) return undefined;
-  const body = bodyless ? null : (payload as string | Uint8Array);
-  return { status, headers, body, contentEncoding: headerText(headers['content-encoding']) };
-}
-
-/**
  * What an adapter may tell the settlement of a response ({@link settleOnResponse}) before it is written.
  */
 export interface ResponseSettlement {
   /**
-   * The answer as the framework hands it over just before writing it (Fastify's `onSend`): when it is whole (a
-   * string, bytes, or no body), the execution is finished with it now and what is then written is not captured
-   * again; a stream (or a web `Response`) is captured as it is written. Ignored once anything was written, or
-   * the execution is settled: what went out decides then. `true` when it was taken.
+   * The body as the framework hands it over just before writing it (Fastify's `onSend` payload). A whole one (a
+   * string, bytes, or none) is then not copied as it is written: when it goes out as the response's one chunk
+   * it is the stored body (copied once). The status and headers are still those that go out, and the key is
+   * settled when the response ends, as ever: a head that fails, or a later hook that writes something else,
+   * decides. Anything else (a stream, a web `Response`) is captured as it is written. `true` when taken.
    *
    * @example
    * // in Fastify's onSend hook:
-   * settlement?.handOver(reply.statusCode, reply.getHeaders(), payload);
+   * settlement?.handOver(payload);
    */
-  handOver(status: number, headers: Readonly<Record<string, HeaderValue>>, payload: unknown): boolean;
+  handOver(payload: unknown): boolean;
 }
 
 /**
@@ -226,9 +247,8 @@ export interface ResponseSettlement {
  *   renewed lease, and its answer settles the key when it comes (the coordinator's `maxExecutionMs` bounds a
  *   handler that never answers).
  *
- * A framework that hands the whole answer over before writing it (Fastify's `onSend`) passes it to the
- * returned settlement's `handOver`: the execution finishes with it at once and nothing is kept twice; streams,
- * hijacked replies and raw writes are still captured as they are written.
+ * A framework that hands the whole body over before writing it (Fastify's `onSend`) passes it to the
+ * returned settlement's `handOver`, so that it is not copied as it is written; what goes out still decides.
  *
  * `finish` never throws, so nothing here can reject unhandled.
  */
@@ -258,14 +278,15 @@ class Settlement implements ResponseSettlement {
     res.once('close', () => this.#closed());
   }
 
-  handOver(status: number, headers: Readonly<Record<string, HeaderValue>>, payload: unknown): boolean {
-    if (this.#settled || this.#capture.touched) return false;
-    const whole = wholeAnswer(status, headers, payload);
-    if (whole === undefined) return false;
-    this.#settled = true;
-    this.#capture.handedOver = true;
-    void this.#execution.finish(whole);
-    return true;
+  handOver(payload: unknown): boolean {
+    if (this.#settled) return false;
+    const whole =
+      payload === null ||
+      payload === undefined ||
+      typeof payload === 'string' ||
+      payload instanceof Uint8Array;
+    if (whole) this.#capture.expect(payload);
+    return whole;
   }
 
   /** Called by the capture right after `end`. */
