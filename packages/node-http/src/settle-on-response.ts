@@ -197,7 +197,8 @@ class ResponseCapture {
     if (!truncated) {
       // A copy, never the app's own buffer: it may reuse it once the response is out.
       if (this.#expected === NOT_HANDED) body = Buffer.concat(this.#chunks);
-      else if (!this.#matched) body = null; // handed over with no body, and none went out
+      // Handed over with no body, and none went out: no body at all, not an empty one.
+      else if (!this.#matched) body = null;
       else {
         const expected = this.#expected as string | Uint8Array;
         body = typeof expected === 'string' ? Buffer.from(expected) : Buffer.from(expected);
