@@ -6,23 +6,26 @@ type Chunk = string | Uint8Array | null | undefined;
 const headerText = (value: HeaderValue): string | undefined =>
   value === undefined ? undefined : Array.isArray(value) ? value.join(', ') : String(value);
 
-const EMPTY_HEAD: readonly unknown[] = [];
 const NOT_HANDED = Symbol('nothing handed over');
 
-/** The Content-Encoding among the headers of a `writeHead(status, [message], headers)` call, if any. */
-function encodingOf(args: unknown[]): string | undefined {
-  const headers = args.find((arg, i) => i > 0 && typeof arg === 'object' && arg !== null);
+/**
+ * The headers of a `writeHead(status, [message], headers)` call, lower-cased, in one pass (an object, or the raw
+ * `[name, value, …]` form); `undefined` when it passes none.
+ */
+function headHeadersOf(args: ArrayLike<unknown>): Record<string, HeaderValue> | undefined {
+  const headers = typeof args[1] === 'object' && args[1] !== null ? args[1] : args[2];
+  if (typeof headers !== 'object' || headers === null) return undefined;
+  const lower: Record<string, HeaderValue> = {};
   if (Array.isArray(headers)) {
-    for (let i = 0; i + 1 < headers.length; i += 2) {
-      if (String(headers[i]).toLowerCase() === 'content-encoding') return String(headers[i + 1]);
-    }
-    return undefined;
+    for (let i = 0; i + 1 < headers.length; i += 2)
+      lower[String(headers[i]).toLowerCase()] = String(headers[i + 1]);
+    return lower;
   }
-  if (headers === undefined) return undefined;
-  for (const [name, value] of Object.entries(headers as Record<string, HeaderValue>)) {
-    if (name.toLowerCase() === 'content-encoding') return headerText(value);
+  for (const name in headers) {
+    if (Object.hasOwn(headers, name))
+      lower[name.toLowerCase()] = (headers as Record<string, HeaderValue>)[name];
   }
-  return undefined;
+  return lower;
 }
 
 function toBuffer(chunk: Chunk, encoding: unknown): Buffer | undefined {
@@ -82,20 +85,23 @@ class ResponseCapture {
     res.writeHead = function (this: ServerResponse) {
       // biome-ignore lint/complexity/noArguments: forwarded whole, without an array per call
       const passed = arguments as unknown as unknown[];
-      // Most heads pass only a status (Node's own implicit head does): nothing else to read then.
-      const args = passed.length === 1 ? (EMPTY_HEAD as unknown[]) : Array.from(passed);
       // Only the head that goes out counts: a framework's late error answer (writeHead(500) on a response
       // already under way) throws and changes nothing.
       const first = !this.headersSent;
+      // Most heads pass only a status (Node's own implicit head does): nothing else to read then.
+      const headers = first && passed.length > 1 ? headHeadersOf(passed) : undefined;
       if (first && !capture.#headPassed) {
         // Read before passing the head on: a compression layer inside this one sets Content-Encoding as the
         // head goes through it, for bytes that pass here still plain.
         capture.#headPassed = true;
-        capture.#headEncoding = encodingOf(args) ?? headerText(this.getHeader('content-encoding'));
+        capture.#headEncoding =
+          headerText(headers?.['content-encoding']) ?? headerText(this.getHeader('content-encoding'));
       }
       const result = (writeHead as (...a: unknown[]) => ServerResponse).apply(this, passed);
-      if (first && passed.length > 1) capture.#head(args);
-      else if (first && typeof passed[0] === 'number') capture.#sentStatus = passed[0];
+      if (first) {
+        if (typeof passed[0] === 'number') capture.#sentStatus = passed[0];
+        if (headers !== undefined) Object.assign(capture.#headHeaders, headers);
+      }
       return result;
     } as typeof res.writeHead;
     res.destroy = function (this: ServerResponse, error?: Error) {
@@ -127,21 +133,6 @@ class ResponseCapture {
       }
       return result;
     } as typeof res.end;
-  }
-
-  #head(args: unknown[]): void {
-    if (typeof args[0] === 'number') this.#sentStatus = args[0];
-    const headers = args.find((arg, i) => i > 0 && typeof arg === 'object' && arg !== null);
-    if (Array.isArray(headers)) {
-      // The raw form: [name, value, name, value, …]
-      for (let i = 0; i + 1 < headers.length; i += 2) {
-        this.#headHeaders[String(headers[i]).toLowerCase()] = String(headers[i + 1]);
-      }
-    } else if (headers !== undefined) {
-      for (const [name, value] of Object.entries(headers as Record<string, HeaderValue>)) {
-        this.#headHeaders[name.toLowerCase()] = value;
-      }
-    }
   }
 
   /**
