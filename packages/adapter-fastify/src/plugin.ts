@@ -53,10 +53,8 @@ const idempotencyPlugin: FastifyPluginAsync<FastifyIdempotencyOptions> = async (
     routeOptions.preHandler = append(routeOptions.preHandler, async (request, reply) => {
       if (!idem.covers(request.method)) return;
       const { method, url, headers } = request;
-      const [route, body] = [
-        request.routeOptions.url ?? url,
-        (request as Kept)[KEPT]?.bytes() ?? request.body,
-      ];
+      const route = request.routeOptions.url ?? url;
+      const body = (request as Kept)[KEPT]?.bytes() ?? request.body;
       const parts = { method, url, headers, route, body, scope: options.scope?.(request), host: request };
       const result = await idem.begin(describeRequest(idem, reply.raw, parts));
       switch (result.action) {
