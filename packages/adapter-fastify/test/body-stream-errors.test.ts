@@ -1,10 +1,11 @@
 import { connect } from 'node:net';
-import { createGunzip, gzipSync } from 'node:zlib';
+import { gzipSync } from 'node:zlib';
 import { fastifyIdempotency } from '@idem/adapter-fastify';
 import { createMemoryStore } from '@idem/store-memory';
 import Fastify from 'fastify';
 import { v7 } from 'uuid';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { gunzipBody } from './support/gunzip-body.js';
 
 // A keyed request whose body stream fails half-way (the client hangs up, or a stream put before the plugin's own
 // by a preParsing hook errors): the plugin tees the body with pipe, which does not pass a source's errors on, so
@@ -21,16 +22,7 @@ let port: number;
 
 beforeAll(async () => {
   await app.register(fastifyIdempotency, { store, scope: () => SCOPE });
-  // Decompression the way a compression plugin does it: an app-wide hook, so it runs before the plugin's tee.
-  app.addHook('preParsing', async (request, _reply, payload) => {
-    if (request.headers['content-encoding'] !== 'gzip') return payload;
-    // Fastify checks Content-Length against the bytes off the wire, which the stream it gets has to count.
-    const gunzip = Object.assign(createGunzip(), { receivedEncodedLength: 0 });
-    payload.on('data', (chunk: Buffer) => {
-      gunzip.receivedEncodedLength += chunk.length;
-    });
-    return payload.pipe(gunzip);
-  });
+  app.addHook('preParsing', gunzipBody); // decompression, app-wide: before the plugin's hook
   app.addHook('onError', async (request, _reply, error) => {
     errors.push({ key: String(request.headers['idempotency-key']), message: error.message });
   });

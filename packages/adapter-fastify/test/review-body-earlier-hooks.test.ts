@@ -1,11 +1,11 @@
 import { once } from 'node:events';
-import { request as httpRequest } from 'node:http';
 import type { Readable } from 'node:stream';
 import { fastifyIdempotency } from '@idem/adapter-fastify';
 import { createMemoryStore } from '@idem/store-memory';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { v7 } from 'uuid';
 import { afterEach, describe, expect, test } from 'vitest';
+import { sendInParts } from './support/send-in-parts.js';
 
 // Review of keepBody: an app's own preParsing hooks (addHook) always run before the plugin's (route-level)
 // one. What they do to the stream before the plugin sees it must not break keyed requests, nor the
@@ -43,40 +43,8 @@ async function server(hook: (payload: Readable) => Promise<Readable> | Readable,
 }
 
 /** A keyed JSON POST whose body goes out in parts, `gapMs` apart. */
-function send(port: number, key: string, parts: Buffer[], gapMs = 0) {
-  const length = parts.reduce((sum, part) => sum + part.length, 0);
-  return new Promise<{ status: number; body: string; replayed?: string | undefined }>((resolve, reject) => {
-    const req = httpRequest(
-      {
-        host: '127.0.0.1',
-        port,
-        path: '/orders',
-        method: 'POST',
-        agent: false,
-        headers: { 'idempotency-key': key, 'content-type': 'application/json', 'content-length': length },
-      },
-      (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (chunk: Buffer) => chunks.push(chunk));
-        res.on('end', () =>
-          resolve({
-            status: res.statusCode ?? 0,
-            body: Buffer.concat(chunks).toString(),
-            replayed: res.headers['idempotent-replayed'] as string | undefined,
-          }),
-        );
-      },
-    );
-    req.on('error', reject);
-    (async () => {
-      for (const [i, part] of parts.entries()) {
-        if (i > 0 && gapMs > 0) await delay(gapMs);
-        req.write(part);
-      }
-      req.end();
-    })().catch(reject);
-  });
-}
+const send = (port: number, key: string, parts: Buffer[], gapMs = 0) =>
+  sendInParts(port, key, parts, { headers: { 'content-type': 'application/json' }, gapMs });
 
 describe('an app preParsing hook that only looks at the stream', () => {
   const counting = (count: (n: number) => void) => (payload: Readable) => {

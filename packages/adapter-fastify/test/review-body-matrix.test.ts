@@ -1,11 +1,12 @@
-import { request as httpRequest } from 'node:http';
 import { connect } from 'node:net';
-import { createGunzip, gzipSync } from 'node:zlib';
+import { gzipSync } from 'node:zlib';
 import { fastifyIdempotency } from '@idem/adapter-fastify';
 import { createMemoryStore } from '@idem/store-memory';
 import Fastify from 'fastify';
 import { v7 } from 'uuid';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { gunzipBody } from './support/gunzip-body.js';
+import { sendInParts } from './support/send-in-parts.js';
 
 // Review of keepBody at Fastify's preParsing: bodies of every kind and timing, over a real socket.
 // Every route answers 201 with a run counter; the same bytes must replay, other bytes must be refused (422),
@@ -25,14 +26,7 @@ beforeAll(async () => {
     const ms = Number(request.headers['x-delay'] ?? 0);
     if (ms > 0) await delay(ms);
   });
-  app.addHook('preParsing', async (request, _reply, payload) => {
-    if (request.headers['content-encoding'] !== 'gzip') return payload;
-    const gunzip = Object.assign(createGunzip(), { receivedEncodedLength: 0 });
-    payload.on('data', (chunk: Buffer) => {
-      gunzip.receivedEncodedLength += chunk.length;
-    });
-    return payload.pipe(gunzip);
-  });
+  app.addHook('preParsing', gunzipBody); // decompression, app-wide: before the plugin's hook
   await app.register(fastifyIdempotency, { store, scope: () => SCOPE });
   app.addContentTypeParser('text/plain', { parseAs: 'string' }, (_r, body, done) => done(null, body));
   app.addContentTypeParser('application/x-bytes', { parseAs: 'buffer' }, (_r, body, done) =>
@@ -69,57 +63,14 @@ beforeAll(async () => {
 });
 afterAll(() => app.close());
 
-interface Answer {
-  status: number;
-  body: string;
-  replayed: string | undefined;
-}
-
 /** A keyed POST whose body goes out in `parts`, `gapMs` apart (a fresh connection each). */
-function send(
+const send = (
   key: string,
   parts: (string | Buffer)[],
   headers: Record<string, string>,
   gapMs = 0,
   path = '/orders',
-): Promise<Answer> {
-  const length = parts.reduce((sum, part) => sum + Buffer.byteLength(part), 0);
-  return new Promise((resolve, reject) => {
-    const req = httpRequest(
-      {
-        host: '127.0.0.1',
-        port,
-        path,
-        method: 'POST',
-        agent: false,
-        headers: {
-          'idempotency-key': key,
-          ...(headers['transfer-encoding'] === undefined ? { 'content-length': String(length) } : {}),
-          ...headers,
-        },
-      },
-      (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (chunk: Buffer) => chunks.push(chunk));
-        res.on('end', () =>
-          resolve({
-            status: res.statusCode ?? 0,
-            body: Buffer.concat(chunks).toString(),
-            replayed: res.headers['idempotent-replayed'] as string | undefined,
-          }),
-        );
-      },
-    );
-    req.on('error', reject);
-    (async () => {
-      for (const [i, part] of parts.entries()) {
-        if (i > 0 && gapMs > 0) await delay(gapMs);
-        req.write(part);
-      }
-      req.end();
-    })().catch(reject);
-  });
-}
+) => sendInParts(port, key, parts, { headers, gapMs, path });
 
 const json = { 'content-type': 'application/json' };
 const big = (fill: string) => JSON.stringify({ item: fill.repeat(100_000), n: 1 });
