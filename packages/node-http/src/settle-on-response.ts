@@ -192,8 +192,10 @@ class ResponseCapture {
       else if (!this.#matched) body = null;
       else {
         const expected = this.#expected as string | Uint8Array;
-        body = typeof expected === 'string' ? Buffer.from(expected) : Buffer.from(expected);
-        truncated = body.length > this.#maxBodyBytes;
+        // Measured before it is copied: a body over the cap is never stored, so never copied either.
+        truncated = Buffer.byteLength(expected) > this.#maxBodyBytes;
+        if (!truncated)
+          body = typeof expected === 'string' ? Buffer.from(expected, 'utf8') : Buffer.from(expected);
       }
     }
     return {
