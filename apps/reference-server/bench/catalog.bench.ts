@@ -1,6 +1,7 @@
 // pnpm bench: the catalog's throughput with and without Idempotency-Key, side by side in one run, for
 // namespace creates and table commits, on SQLite and PostgreSQL, and replays of one key (every request a
-// retry of the same create) against creates without a key. The server runs on core 0, autocannon on core 1.
+// retry of the same create) against creates without a key, also with the per-node replay cache
+// (IDEMPOTENCY_REPLAY_CACHE_ENTRIES). The server runs on core 0, autocannon on core 1.
 import { machine, perSecond, printTable, ratio } from '../../../scripts/bench.js';
 import { freshPostgres } from '../test/support/databases.js';
 import { drive, type Operation, prepare, startCatalog } from './catalog-load.js';
@@ -19,7 +20,12 @@ for (const database of databases) {
     const runs = [
       ['plain', false],
       ['keyed', true],
-      ...(operation === 'create' ? ([['replay', true]] as const) : []),
+      ...(operation === 'create'
+        ? ([
+            ['replay', true],
+            ['replayCached', true],
+          ] as const)
+        : []),
       ['plainAgain', false],
     ] as const;
     for (const [name, keyed] of runs) {
@@ -28,10 +34,11 @@ for (const database of databases) {
         DATABASE_URL:
           pg?.url ??
           `sqlite:${(await import('node:os')).tmpdir()}/idem-bench-${process.pid}-${name}-${operation}.db`,
+        ...(name === 'replayCached' ? { IDEMPOTENCY_REPLAY_CACHE_ENTRIES: '10000' } : {}),
       });
       try {
         await prepare(server.url);
-        const retryShare = name === 'replay' ? 1 : 0;
+        const retryShare = name.startsWith('replay') ? 1 : 0;
         await drive(server.url, { operation, keyed, seconds: 1, retryShare }); // warm-up
         const result = await drive(server.url, { operation, keyed, seconds, retryShare });
         if (result.errors > 0) throw new Error(`${result.errors} errors in ${name} ${operation}`);
@@ -49,6 +56,11 @@ for (const database of databases) {
       rows.push([
         `${operation}: replays of one key`,
         `${perSecond(measured.replay)}  (${ratio(measured.replay / plain)} of creates without a key)`,
+      ]);
+    if (measured.replayCached !== undefined)
+      rows.push([
+        `${operation}: replays of one key, replay cache on`,
+        `${perSecond(measured.replayCached)}  (${ratio(measured.replayCached / plain)} of creates without a key)`,
       ]);
   }
   printTable(`reference server on ${database}`, rows);

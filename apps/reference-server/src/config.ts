@@ -46,6 +46,14 @@ export interface ServerConfig {
     readonly maxWaitMs: number;
     /** Added to the lifetime before a record may be purged (clock skew between nodes). */
     readonly graceMs: number;
+    /**
+     * Completed records each node keeps in memory, so that a replay needs no transaction (0 entries: off).
+     * Safe across nodes: a completed record never changes before it expires.
+     */
+    readonly replayCache: {
+      readonly maxEntries: number;
+      readonly maxBytes: number;
+    };
     /** Expired records are deleted periodically, on every node (purging is safe concurrently). */
     readonly purge: {
       readonly enabled: boolean;
@@ -265,6 +273,14 @@ export function loadConfig(environment: NodeJS.ProcessEnv = process.env): Server
       leaseMs: count('IDEMPOTENCY_LEASE_MS', env.IDEMPOTENCY_LEASE_MS, 30_000),
       maxWaitMs: count('IDEMPOTENCY_MAX_WAIT_MS', env.IDEMPOTENCY_MAX_WAIT_MS, 5_000),
       graceMs: count('IDEMPOTENCY_GRACE_MS', env.IDEMPOTENCY_GRACE_MS, 60_000, 0),
+      replayCache: {
+        maxEntries: count('IDEMPOTENCY_REPLAY_CACHE_ENTRIES', env.IDEMPOTENCY_REPLAY_CACHE_ENTRIES, 0, 0),
+        maxBytes: count(
+          'IDEMPOTENCY_REPLAY_CACHE_MAX_BYTES',
+          env.IDEMPOTENCY_REPLAY_CACHE_MAX_BYTES,
+          64 << 20,
+        ),
+      },
       purge: {
         enabled: flag('IDEMPOTENCY_PURGE_ENABLED', env.IDEMPOTENCY_PURGE_ENABLED, true),
         intervalMs: count('IDEMPOTENCY_PURGE_INTERVAL_MS', env.IDEMPOTENCY_PURGE_INTERVAL_MS, 60_000),

@@ -561,6 +561,12 @@ function coordinator<Host>(options: IdempotencyOptions<Host>, timers: Timers): I
       request: request as Attempt<Host>['request'],
     };
     if (reserveInTransaction) {
+      // A completed record kept in memory answers before any transaction (the store's own reserve would).
+      const cached = store.replayCache?.get(attempt, clock.nowMs());
+      if (cached !== undefined) {
+        const found = { ok: true, value: { outcome: 'exists', record: cached } } as const;
+        return answer(decide(found, attempt.fingerprint), attempt, 0, false);
+      }
       // Reserved later, by the handler, inside its own transaction.
       const execution = new KeyedExecution(runtime, attempt, 'transactional', false);
       return { action: 'reserve-in-transaction', execution: execution as TransactionalExecution<Host> };

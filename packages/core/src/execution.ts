@@ -313,7 +313,10 @@ export class KeyedExecution<Host = unknown> implements Renewable {
     let found: ReserveFound;
     try {
       const params = reserveParams(this, runtime.clock.nowMs(), runtime.leaseMs, runtime.keepMs);
-      found = { ok: true, value: await store.reserve(params) };
+      const value = await store.reserve(params);
+      // A completed record found here was committed by another transaction: the next retry needs none.
+      if (value.outcome === 'exists') runtime.store.replayCache?.keep(value.record, params.nowMs);
+      found = { ok: true, value };
     } catch (error) {
       found = { ok: false, error };
     }

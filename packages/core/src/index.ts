@@ -107,6 +107,7 @@ export {
   type PurgeParams,
   type RecordRef,
   type RenewLeaseParams,
+  type ReplayCache,
   type ReserveParams,
   type ReserveResult,
   type StoredResponse,

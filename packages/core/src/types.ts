@@ -178,6 +178,30 @@ export interface IdempotencyStore {
    * coordinator answers that with a non-retryable 4xx, where any other exception reads as an outage.
    */
   readonly limits?: StoreLimits;
+
+  /**
+   * The completed records this store answers from process memory, when it has such a cache (`withReplayCache`
+   * in `@idem/store-memory` does). Its own `reserve` and `load` use it already; with `reserveIn: 'transaction'`
+   * the coordinator uses it too, since the reservation goes through the host's transaction instead: it looks
+   * there before the transaction begins (a hit replays without one) and offers it the completed records the
+   * transactional reserves find.
+   */
+  readonly replayCache?: ReplayCache;
+}
+
+/**
+ * An in-process cache of completed records ({@link IdempotencyStore.replayCache}). Safe without invalidation
+ * because a completed record never changes before it expires. Both methods are synchronous and do no I/O.
+ */
+export interface ReplayCache {
+  /** The completed record of (scope, key) if it is kept and alive at `nowMs`, else `undefined`. */
+  get(ref: RecordRef, nowMs: number): IdempotencyRecord | undefined;
+  /**
+   * Keep a completed record that a reserve found committed in the store (one in flight, or expired at `nowMs`,
+   * is ignored). A host reserves a key once per transaction, so what a transactional reserve finds completed
+   * was committed by another transaction.
+   */
+  keep(record: IdempotencyRecord, nowMs: number): void;
 }
 
 /**

@@ -1,6 +1,21 @@
-import type { FinalizeParams } from '@idem/core';
+import {
+  createIdempotency,
+  type FinalizeParams,
+  type IdempotencyRecord,
+  type ReplayCache,
+  type TransactionalStore,
+} from '@idem/core';
 import { describe, expect, test } from 'vitest';
-import { created, expectExecute, expectReplay, inTransaction, post, setup } from './support/coordinator.js';
+import {
+  created,
+  expectExecute,
+  expectPending,
+  expectReject,
+  expectReplay,
+  inTransaction,
+  post,
+  setup,
+} from './support/coordinator.js';
 
 // finalizeWith: the host's own transaction writes the record, in one call (design: transactional finalize).
 
@@ -141,5 +156,79 @@ describe('hooks receive the request, not data packed into the scope', () => {
     };
     expect(contexts).toHaveLength(2);
     for (const context of contexts) expect(context).toMatchObject(expected);
+  });
+});
+
+describe('a store with a replay cache, reserved in the host’s transaction', () => {
+  /** The test store with a replay cache of its own (a Map that honours expiry and keeps only completed records). */
+  function cachedSetup() {
+    const kept = new Map<string, IdempotencyRecord>();
+    const offered: IdempotencyRecord[] = [];
+    const replayCache: ReplayCache = {
+      get: ({ scope, key }, nowMs) => {
+        const record = kept.get(`${scope}\n${key}`);
+        return record !== undefined && nowMs < record.expiresAtMs ? record : undefined;
+      },
+      keep: (record, nowMs) => {
+        offered.push(record);
+        if (record.response !== null && nowMs < record.expiresAtMs)
+          kept.set(`${record.scope}\n${record.key}`, record);
+      },
+    };
+    const context = setup({ reserveIn: 'transaction' });
+    const idem = createIdempotency({
+      store: { ...context.backend.store, replayCache },
+      clock: context.clock,
+      heartbeatIntervalMs: false,
+      reserveIn: 'transaction',
+      onEvent: (event) => context.events.push(event),
+    });
+    const { reserve, finalize, release } = context.backend.store;
+    const tx: TransactionalStore = { reserve, finalize, release };
+    return { ...context, idem, tx, kept, offered };
+  }
+
+  test('a completed record the transaction found is kept, and its next retry replays before any transaction', async () => {
+    const { idem, backend, tx, kept, offered, events } = cachedSetup();
+    const first = expectPending(await idem.begin(post()));
+    expect((await first.reserveWith(tx)).action).toBe('execute');
+    expect(await first.finalizeWith(created(), tx)).toBe('finalized');
+    await first.finish(created());
+    expect(offered).toEqual([]); // its own answer is not offered: the transaction may still roll back
+    const second = expectPending(await idem.begin(post()));
+    expect((await second.reserveWith(tx)).action).toBe('replay');
+    expect(kept.size).toBe(1);
+    const calls = backend.calls.length;
+    const replayed = events.filter((event) => event.type === 'replayed').length;
+    expect(expectReplay(await idem.begin(post())).status).toBe(201); // no execution, no transaction
+    expect(backend.calls.length).toBe(calls);
+    expect(events.filter((event) => event.type === 'replayed').length).toBe(replayed + 1);
+    // The key used for another request is refused from memory too.
+    expectReject(await idem.begin(post({ body: { item: 'pen' } })), 422, 'IDEMPOTENCY_KEY_REUSED');
+    expect(backend.calls.length).toBe(calls);
+  });
+
+  test('an in-flight record is offered but never answers from memory: the duplicate goes to the transaction', async () => {
+    const { idem, tx, kept, offered } = cachedSetup();
+    const first = expectPending(await idem.begin(post()));
+    expect((await first.reserveWith(tx)).action).toBe('execute');
+    const duplicate = expectPending(await idem.begin(post()));
+    expect((await duplicate.reserveWith(tx)).action).toBe('reject');
+    expect(offered).toHaveLength(1);
+    expect(kept.size).toBe(0);
+    expectPending(await idem.begin(post()));
+  });
+
+  test('past its expiry the kept record answers nothing: the key runs again through the transaction', async () => {
+    const { idem, tx, clock } = cachedSetup();
+    const first = expectPending(await idem.begin(post()));
+    await first.reserveWith(tx);
+    await first.finalizeWith(created(), tx);
+    await first.finish(created());
+    await expectPending(await idem.begin(post())).reserveWith(tx); // found and kept
+    expectReplay(await idem.begin(post()));
+    clock.advance(24 * 60 * 60 * 1000 + 60_000); // the lifetime and the grace: expired
+    const again = expectPending(await idem.begin(post()));
+    expect((await again.reserveWith(tx)).action).toBe('execute');
   });
 });

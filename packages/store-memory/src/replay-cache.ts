@@ -1,8 +1,9 @@
 import {
   type Clock,
-  type IdempotencyEventListener,
+  type IdempotencyEventListeners,
   type IdempotencyRecord,
   type IdempotencyStore,
+  type ReplayCache,
   safeListener,
   systemClock,
 } from '@idem/core';
@@ -23,8 +24,8 @@ export interface ReplayCacheOptions {
    * @default the system clock
    */
   readonly clock?: Clock;
-  /** Receives a `cache` event (`hit` or `miss`) for every `reserve` and `load`. Pass the coordinator's listener. */
-  readonly onEvent?: IdempotencyEventListener;
+  /** Receives a `cache` event (`hit` or `miss`) for every `reserve` and `load`. Pass the coordinator's listeners. */
+  readonly onEvent?: IdempotencyEventListeners;
 }
 
 const RECORD_OVERHEAD_BYTES = 256;
@@ -46,6 +47,10 @@ const sizeOf = (record: IdempotencyRecord): number => {
  * `reserve` replaces one only once it expired, and `purgeExpired` deletes only expired ones. So in-flight
  * records are never cached, and every fenced call (`finalize`, `release`, `renewLease`) and `purgeExpired` go
  * to the store, which stays the one place that decides. `limits` and `close` are the store's.
+ *
+ * A coordinator that reserves in the host's transaction (`reserveIn: 'transaction'`, which goes past this
+ * wrapper to the store's transactional view) uses the cache through the returned store's `replayCache`: it
+ * looks there before the transaction begins and keeps what the transactional reserves find completed.
  *
  * Records are shared between callers: treat them as immutable, as the coordinator does.
  *
@@ -109,8 +114,25 @@ export function withReplayCache(store: IdempotencyStore, options: ReplayCacheOpt
     renewLease: (params) => store.renewLease(params),
     purgeExpired: (params) => store.purgeExpired(params),
   };
+  // For a coordinator that reserves in the host's transaction (`reserveIn: 'transaction'`), past this wrapper.
+  const replayCache: ReplayCache = {
+    get(ref, nowMs) {
+      const record = hit(idOf(ref.scope, ref.key), nowMs);
+      const { scope, key } = ref;
+      emit({
+        type: 'cache',
+        outcome: record === undefined ? 'miss' : 'hit',
+        operation: 'reserve',
+        scope,
+        key,
+      });
+      return record;
+    },
+    keep: (record, nowMs) => keep(idOf(record.scope, record.key), record, nowMs),
+  };
   return {
     ...cached,
+    replayCache,
     ...(store.limits === undefined ? {} : { limits: store.limits }),
     ...(store.close === undefined ? {} : { close: async () => await store.close?.() }),
   };

@@ -149,4 +149,39 @@ describe('withReplayCache', () => {
     const seen = await b.reserve(params(key, NOW_MS + 1));
     expect(seen.outcome === 'exists' && seen.record.response).toEqual(response);
   });
+
+  test('replayCache (for reserves in a transaction): get answers from memory only, keep takes completed, live records', async () => {
+    const { store, calls } = counted();
+    const events: IdempotencyEvent[] = [];
+    const cached = withReplayCache(store, { onEvent: [(event) => events.push(event)] });
+    const cache = cached.replayCache;
+    if (cache === undefined) throw new Error('withReplayCache has no replayCache');
+    const key = v7();
+    const ref = { scope: 's', key };
+    await store.reserve(params(key));
+    const inFlight = await store.load(ref);
+    if (inFlight === undefined) throw new Error('not reserved');
+    calls.length = 0;
+    expect(cache.get(ref, NOW_MS)).toBeUndefined(); // nothing kept, and the store is not asked
+    cache.keep(inFlight, NOW_MS); // in flight: not kept
+    expect(cache.get(ref, NOW_MS)).toBeUndefined();
+    await store.finalize({ ...ref, owner: `owner-${key}`, response, nowMs: NOW_MS });
+    const completed = await store.load(ref);
+    if (completed === undefined) throw new Error('not finalized');
+    cache.keep(completed, completed.expiresAtMs); // expired at that moment: not kept
+    expect(cache.get(ref, NOW_MS)).toBeUndefined();
+    calls.length = 0;
+    cache.keep(completed, NOW_MS);
+    expect(cache.get(ref, NOW_MS)).toBe(completed);
+    expect(cache.get({ scope: 'other', key }, NOW_MS)).toBeUndefined(); // scopes stay apart
+    expect(cache.get(ref, completed.expiresAtMs)).toBeUndefined(); // past its expiry: dropped
+    expect(cache.get(ref, NOW_MS)).toBeUndefined();
+    expect(calls).toEqual([]);
+    // And the wrapper's own reserve answers from what keep took.
+    cache.keep(completed, NOW_MS);
+    expect((await cached.reserve(params(key))).outcome).toBe('exists');
+    expect(calls).toEqual([]);
+    const outcomes = events.map((event) => (event.type === 'cache' ? event.outcome : event.type));
+    expect(outcomes).toEqual(['miss', 'miss', 'miss', 'hit', 'miss', 'miss', 'miss', 'hit']);
+  });
 });

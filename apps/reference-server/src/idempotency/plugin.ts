@@ -1,5 +1,6 @@
 import { fastifyIdempotency } from '@idem/adapter-fastify';
 import type { IdemError } from '@idem/core';
+import { withReplayCache } from '@idem/store-memory';
 import fp from 'fastify-plugin';
 import type { Warehouse } from '../catalog/warehouse.js';
 import type { ServerConfig } from '../config.js';
@@ -33,9 +34,12 @@ export const catalogIdempotency = fp<CatalogIdempotencyOptions>(
   async (app, { config, db, warehouse }) => {
     app.decorateRequest('transaction', undefined);
     if (!config.idempotency.enabled) return;
+    const { maxEntries, maxBytes } = config.idempotency.replayCache;
+    const onEvent = app.idempotencyEvents;
     await app.register(fastifyIdempotency, {
-      store: db.store,
-      onEvent: app.idempotencyEvents, // metrics, traces and the audit log (src/observability)
+      // With a replay cache, a replay found in memory is answered before any transaction begins.
+      store: maxEntries === 0 ? db.store : withReplayCache(db.store, { maxEntries, maxBytes, onEvent }),
+      onEvent, // metrics, traces and the audit log (src/observability)
       keyFormat: 'uuidv7',
       lifetimeMs: config.idempotency.lifetimeMs,
       graceMs: config.idempotency.graceMs,
