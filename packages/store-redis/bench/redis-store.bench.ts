@@ -74,6 +74,42 @@ async function alternating(
   return [rate(0), rate(1)];
 }
 
+/**
+ * Redis's own time (INFO commandstats, microseconds) per call of `run`, over 5,000 calls from 8 callers, and the
+ * commands those calls sent (`evalsha×1 get×1` per call), from a connection of its own.
+ */
+async function serverTimePerCall(run: () => Promise<void>): Promise<{ usec: number; calls: string }> {
+  const admin = new Redis(REDIS_URL);
+  const CALLS = 5_000;
+  const stats = async () => {
+    const text = await admin.info('commandstats');
+    const found = new Map<string, { calls: number; usec: number }>();
+    for (const match of text.matchAll(/^cmdstat_([^:]+):calls=(\d+),usec=(\d+)/gm)) {
+      found.set(match[1] as string, { calls: Number(match[2]), usec: Number(match[3]) });
+    }
+    return found;
+  };
+  const before = await stats();
+  let started = 0;
+  await Promise.all(
+    Array.from({ length: 8 }, async () => {
+      while (started++ < CALLS) await run();
+    }),
+  );
+  const after = await stats();
+  await admin.quit();
+  let usec = 0;
+  const calls: string[] = [];
+  for (const [name, { calls: n, usec: u }] of after) {
+    if (name === 'info') continue;
+    const was = before.get(name) ?? { calls: 0, usec: 0 };
+    if (n - was.calls === 0) continue;
+    usec += u - was.usec;
+    calls.push(`${name}×${((n - was.calls) / CALLS).toFixed(2)}`);
+  }
+  return { usec: usec / CALLS, calls: calls.join(' ') };
+}
+
 const storePair = (store: IdempotencyStore) => async () => {
   const ref = { scope: 'bench', key: v7() };
   const owner = randomUUID();
@@ -149,6 +185,7 @@ const chosen = (
   process.env.BENCH_REDIS_CLIENTS ?? 'ioredis,node-redis,ioredis-cluster,node-redis-cluster'
 ).split(',');
 const rows: [string, string][] = [];
+const serverRows: [string, string][] = [];
 for (const target of await targets(chosen)) {
   const prefix = `idem-bench:${randomUUID().slice(0, 8)}:`;
   const store = createRedisStore(target.client, { prefix });
@@ -194,6 +231,23 @@ for (const target of await targets(chosen)) {
       `${perSecond(replays)} vs ${perSecond(gets)} GET = ${ratio(replays / gets)}`,
     ]);
   }
+  // On one server (not a cluster, whose time is spread over its masters): what Redis itself spends per pair.
+  if (!target.name.includes('luster')) {
+    const [store1, raw1] = [
+      await serverTimePerCall(storePair(store)),
+      await serverTimePerCall(rawPair(target.raw)),
+    ];
+    serverRows.push([
+      target.name,
+      `store ${store1.usec.toFixed(1)} µs (${store1.calls}) vs raw ${raw1.usec.toFixed(1)} µs (${raw1.calls}): ` +
+        `${(store1.usec - raw1.usec).toFixed(1)} µs more on the server`,
+    ]);
+  }
   await target.close();
 }
 printTable('@idem/store-redis against the raw minimum on the same client (expired keys left to Redis)', rows);
+if (serverRows.length > 0)
+  printTable(
+    "Redis's own time per pair (INFO commandstats over 5,000 pairs from 8 callers): the store's script and calls against SET NX PX + SET XX",
+    serverRows,
+  );
