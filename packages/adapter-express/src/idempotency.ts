@@ -1,7 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { createIdempotency, type Execution, UNSEEN_BODY } from '@idem/core';
+import { createIdempotency, type Execution, errorResponse, UNSEEN_BODY } from '@idem/core';
 import type { NodeIdempotencyOptions } from '@idem/node-http';
-import { declaresBody, describeRequest, errorResponse, startExecution, writeResponse } from '@idem/node-http';
+import { declaresBody, describeRequest, startExecution, writeResponse } from '@idem/node-http';
 import type { Request, RequestHandler } from 'express';
 
 declare global {

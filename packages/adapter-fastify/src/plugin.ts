@@ -1,7 +1,7 @@
 import type { Execution, IdempotencyOverrides } from '@idem/core';
-import { createIdempotency } from '@idem/core';
-import type { KeptBody, NodeIdempotencyOptions, ResponseSettlement, WholeResponse } from '@idem/node-http';
-import { describeRequest, errorResponse, keepBody, startExecution } from '@idem/node-http';
+import { createIdempotency, errorResponse, type WholeResponse } from '@idem/core';
+import type { KeptBody, NodeIdempotencyOptions, ResponseSettlement } from '@idem/node-http';
+import { describeRequest, keepBody, startExecution } from '@idem/node-http';
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest, RouteOptions } from 'fastify';
 import fp from 'fastify-plugin';
 

@@ -20,6 +20,7 @@ export {
   recordState,
   type StoreFailure,
 } from './decision.js';
+export { errorResponse, type FormatError, type WholeResponse } from './error-response.js';
 export {
   ErrorCode,
   IdemBodyUnseenError,

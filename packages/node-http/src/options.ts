@@ -1,7 +1,4 @@
-import type { IdemError, IdempotencyOptions } from '@idem/core';
-
-/** A host's `formatError` option: the JSON value of the answer to `error`, given the framework's request. */
-export type FormatError<Host> = (error: IdemError, host: Host) => unknown;
+import type { FormatError, IdempotencyOptions } from '@idem/core';
 
 /**
  * The options every Node.js adapter takes: the coordinator's, plus who owns a key and how the coordinator's

@@ -1,16 +1,5 @@
 import type { ServerResponse } from 'node:http';
-
-/**
- * A response known whole before it is written: a replay (`ReplayResponse`, its headers with
- * `idempotent-replayed: true`) or the coordinator's own answer ({@link errorResponse}).
- */
-export interface WholeResponse {
-  readonly status: number;
-  /** Lower-case names. */
-  readonly headers: Readonly<Record<string, string>>;
-  /** `null` when there is none (a replay whose body was not stored). */
-  readonly body: string | Uint8Array | null;
-}
+import type { WholeResponse } from '@idem/core';
 
 /**
  * Write a whole response to a Node.js response: status, headers, body, end. For a replay nothing else runs:

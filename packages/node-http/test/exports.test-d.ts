@@ -1,18 +1,14 @@
 import type {
+  errorResponse,
+  FormatError,
   IdemError,
   IdempotencyOptions,
   IdempotentRequest,
   ReplayResponse,
   UNSEEN_BODY,
-} from '@idem/core';
-import type {
-  describeRequest,
-  errorResponse,
-  FormatError,
-  KeptBody,
-  NodeIdempotencyOptions,
   WholeResponse,
-} from '@idem/node-http';
+} from '@idem/core';
+import type { describeRequest, KeptBody, NodeIdempotencyOptions } from '@idem/node-http';
 import { describe, expectTypeOf, test } from 'vitest';
 
 interface Host {

@@ -1,7 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { connect } from 'node:net';
-import { createIdempotency, type IdempotencyEvent, type IdempotencyOptions } from '@idem/core';
-import { describeRequest, errorResponse, startExecution, writeResponse } from '@idem/node-http';
+import { createIdempotency, errorResponse, type IdempotencyEvent, type IdempotencyOptions } from '@idem/core';
+import { describeRequest, startExecution, writeResponse } from '@idem/node-http';
 import { createMemoryStore } from '@idem/store-memory';
 import { v7 } from 'uuid';
 import { afterEach, describe, expect, test } from 'vitest';

@@ -1,5 +1,5 @@
-import { IdemInProgressError, toReplayResponse } from '@idem/core';
-import { errorResponse, writeResponse } from '@idem/node-http';
+import { errorResponse, IdemInProgressError, toReplayResponse } from '@idem/core';
+import { writeResponse } from '@idem/node-http';
 import { afterEach, describe, expect, test } from 'vitest';
 import { type Handler, listen, send } from './support.js';
 

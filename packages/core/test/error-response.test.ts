@@ -1,5 +1,4 @@
-import { IdemInProgressError, IdemKeyReusedError } from '@idem/core';
-import { errorResponse } from '@idem/node-http';
+import { errorResponse, IdemInProgressError, IdemKeyReusedError } from '@idem/core';
 import { describe, expect, test } from 'vitest';
 
 const inProgress = () =>
