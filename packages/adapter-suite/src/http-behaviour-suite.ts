@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { identitySuite } from './identity-suite.js';
-import { lifecycleMatrix } from './lifecycle-matrix.js';
+import { type AdapterKind, lifecycleMatrix } from './lifecycle-matrix.js';
 import { instrument, stores } from './stores.js';
 import {
   call,
@@ -17,12 +17,20 @@ import {
  * The HTTP behaviour every adapter must show, over a real listening server, for each store: every row of
  * design.md's The coordinator and Finalization rules. The suite also fails on any unhandled rejection or uncaught exception while it runs.
  */
-export function httpBehaviourSuite(harness: SuiteHarness, makeServer: MakeServer): void {
+export function httpBehaviourSuite(
+  harness: SuiteHarness,
+  makeServer: MakeServer,
+  /**
+   * `'web'` for an adapter on Web-standard `Request`/`Response`: it reads every keyed body's bytes itself, so
+   * no body goes unseen, and its lifecycle cells read as `lifecycleMatrix` says.
+   */
+  kind: AdapterKind = 'node',
+): void {
   const { describe, test } = harness;
   for (const [storeName, makeStore] of Object.entries(stores)) {
     describe(`with the ${storeName} store`, () => {
       const withServer = serverRunner(makeServer, makeStore);
-      lifecycleMatrix(harness, withServer);
+      lifecycleMatrix(harness, withServer, kind);
       identitySuite(harness, withServer);
 
       test('no key: the handler runs every time and nothing is replayed', () =>
@@ -272,25 +280,58 @@ export function httpBehaviourSuite(harness: SuiteHarness, makeServer: MakeServer
           assert.equal(business.calls('destroy'), 2);
         }));
 
-      test('an upload the handler reads itself: refused before anything is reserved, unless it has no key', () =>
-        withServer({}, async ({ url, business, store }) => {
-          const key = newKey();
-          const upload = { method: 'PUT', contentType: 'application/octet-stream' };
-          const keyed = await call(url, '/files/1', { ...upload, key, rawBody: 'version one' });
-          assert.equal(keyed.status, 415, 'no fingerprint can be taken of a body nobody read');
-          assert.equal((keyed.json() as { error: { code: string } }).error.code, 'IDEMPOTENCY_BODY_UNSEEN');
-          assert.equal(keyed.headers.get('retry-after'), null);
-          assert.equal(await store.load({ scope: '', key }), undefined);
-          assert.equal(business.calls('upload'), 0);
-          const plain = await call(url, '/files/1', { ...upload, rawBody: 'version one' });
-          assert.equal(plain.status, 201);
-          assert.deepEqual(plain.json(), { id: '1', stored: 'version one' });
-        }));
+      if (kind === 'web')
+        test('an upload the handler reads itself: the adapter read its bytes too, so it runs once and replays', () =>
+          withServer({}, async ({ url, business }) => {
+            const key = newKey();
+            const upload = { method: 'PUT', contentType: 'application/octet-stream' };
+            const first = await call(url, '/files/1', { ...upload, key, rawBody: 'version one' });
+            assert.equal(first.status, 201, first.bytes.toString());
+            assert.deepEqual(first.json(), { id: '1', stored: 'version one' });
+            const retry = await call(url, '/files/1', { ...upload, key, rawBody: 'version one' });
+            assert.equal(retry.headers.get('idempotent-replayed'), 'true');
+            const other = await call(url, '/files/1', { ...upload, key, rawBody: 'version two' });
+            assert.equal(other.status, 422);
+            assert.equal(business.calls('upload'), 1);
+          }));
+      else
+        test('an upload the handler reads itself: refused before anything is reserved, unless it has no key', () =>
+          withServer({}, async ({ url, business, store }) => {
+            const key = newKey();
+            const upload = { method: 'PUT', contentType: 'application/octet-stream' };
+            const keyed = await call(url, '/files/1', { ...upload, key, rawBody: 'version one' });
+            assert.equal(keyed.status, 415, 'no fingerprint can be taken of a body nobody read');
+            assert.equal((keyed.json() as { error: { code: string } }).error.code, 'IDEMPOTENCY_BODY_UNSEEN');
+            assert.equal(keyed.headers.get('retry-after'), null);
+            assert.equal(await store.load({ scope: '', key }), undefined);
+            assert.equal(business.calls('upload'), 0);
+            const plain = await call(url, '/files/1', { ...upload, rawBody: 'version one' });
+            assert.equal(plain.status, 201);
+            assert.deepEqual(plain.json(), { id: '1', stored: 'version one' });
+          }));
 
       for (const [name, contentType] of [
         ['a content type no parser reads', 'application/x-unknown'],
         ['no content type', undefined],
       ] as const) {
+        if (kind === 'web') {
+          test(`a keyed JSON body with ${name}: its bytes are the identity, it runs once and replays`, () =>
+            withServer({}, async ({ url, business }) => {
+              const key = newKey();
+              const send = (text: string) =>
+                call(url, '/orders', {
+                  key,
+                  rawBytes: new TextEncoder().encode(text),
+                  ...(contentType === undefined ? { contentType: '' } : { contentType }),
+                });
+              assert.equal((await send('{"item":"book"}')).status, 201);
+              assert.equal((await send('{"item":"book"}')).headers.get('idempotent-replayed'), 'true');
+              // Not read as JSON: the same value written otherwise is another request.
+              assert.equal((await send('{ "item": "book" }')).status, 422);
+              assert.equal(business.calls('orders'), 1);
+            }));
+          continue;
+        }
         test(`a keyed JSON body with ${name}: a 415, nothing reserved, the handler does not run`, () =>
           withServer({}, async ({ url, business, store }) => {
             const key = newKey();

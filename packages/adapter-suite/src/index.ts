@@ -21,6 +21,7 @@ export {
 export { parseExposition, type Sample, total } from './exposition.js';
 export { httpBehaviourSuite } from './http-behaviour-suite.js';
 export { BODY_KIND_TYPE, BODY_KINDS, type BodyKind, toBodyKind } from './identity-suite.js';
+export type { AdapterKind } from './lifecycle-matrix.js';
 export {
   type FaultRates,
   faultRates,

@@ -180,6 +180,46 @@ const MATRIX: Record<Fault, Record<Point, Cell | string>> = {
   },
 };
 
+/**
+ * The cells that read otherwise for an adapter on Web-standard `Request`/`Response` (Hono, fetch handlers): a
+ * handler answers by returning its `Response`, so it cannot throw after its status went out; what fails while
+ * the answer is sent is its body stream, the stream error row. The status goes out with the `Response`, before
+ * its body.
+ */
+const WEB_CELLS: Partial<Record<Fault, Partial<Record<Point, Cell | string>>>> = {
+  // The handler answered when it returned its Response: the adapter reads the body to its end whether or not
+  // the client stays, and stores it whole.
+  'client abort': {
+    'after the status': {
+      path: '/late/150',
+      counter: 'late',
+      busyMs: 200,
+      send: (url, path, init) => leave(url, path, { ...init, at: 'headers' }),
+      outcome: { kind: 'finalized', status: 200, body: 'late 150' },
+    },
+    'after the first chunk': {
+      path: '/plan/gap',
+      counter: 'plan-gap',
+      busyMs: 350,
+      send: (url, path, init) => leave(url, path, { ...init, at: 'chunk' }),
+      outcome: { kind: 'finalized', status: 200, body: 'alpha,beta,gamma' },
+    },
+  },
+  'handler throw': {
+    'after the status':
+      'a Web handler answers by returning its Response: it cannot throw after the status went out (a body that fails as it is sent is the stream error row)',
+    'after the first chunk': 'as after the status: a body that fails after a chunk is the stream error row',
+    'after end': 'a handler that returned its Response has ended: nothing of it runs after the end',
+  },
+  'stream error': {
+    'after the status':
+      'the status goes out with the Response; a body that fails before its first chunk is the cell before',
+  },
+};
+
+/** Which request path an adapter is on: Node.js's `ServerResponse`, or Web-standard `Request`/`Response`. */
+export type AdapterKind = 'node' | 'web';
+
 async function expectOutcome(context: ServerContext, cell: Cell, key: string, first: unknown): Promise<void> {
   const { url, business, store } = context;
   const record = await settled(store, key);
@@ -216,11 +256,13 @@ async function expectOutcome(context: ServerContext, cell: Cell, key: string, fi
 export function lifecycleMatrix(
   harness: SuiteHarness,
   withServer: (options: ServerOptions, body: (context: ServerContext) => Promise<void>) => Promise<void>,
+  kind: AdapterKind = 'node',
 ): void {
   const { describe, test } = harness;
   describe('lifecycle matrix', () => {
     for (const [fault, row] of Object.entries(MATRIX)) {
-      for (const [point, cell] of Object.entries(row)) {
+      const own = kind === 'web' ? WEB_CELLS[fault as Fault] : undefined;
+      for (const [point, cell] of Object.entries({ ...row, ...own })) {
         if (typeof cell === 'string') continue; // cannot happen; the reason is in the table
         const verdict =
           cell.outcome.kind === 'released' ? 'released' : `finalized with ${cell.outcome.status}`;

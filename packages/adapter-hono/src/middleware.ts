@@ -1,0 +1,105 @@
+import {
+  createIdempotency,
+  type Execution,
+  errorResponse,
+  type Idempotency,
+  type IdempotencyOverrides,
+} from '@idem/core';
+import {
+  describeWebRequest,
+  readBody,
+  responseOf,
+  settleWebResponse,
+  type WebIdempotencyOptions,
+} from '@idem/web';
+import type { Context, MiddlewareHandler } from 'hono';
+import { matchedRoutes } from 'hono/route';
+
+/** What the middleware sets on the context: `c.get('idempotency')`. */
+export interface IdempotencyVariables {
+  /** The execution of this request under its reserved key, else undefined: `c.get('idempotency')?.finalizeWith(…)`. */
+  idempotency: Execution<Context> | undefined;
+}
+
+/** The environment the middleware adds to an app's: `new Hono<IdempotencyEnv>()`, or merged into yours. */
+export interface IdempotencyEnv {
+  Variables: IdempotencyVariables;
+}
+
+/** Options of {@link idempotency}; the hooks (`scope`, `formatError`, `redact`, `rebuildReplay`) receive the context. */
+export interface HonoIdempotencyOptions extends WebIdempotencyOptions<Context> {}
+
+/** Options one route may override with {@link IdempotencyMiddleware.with}. */
+export type RouteIdempotencyOptions = IdempotencyOverrides<Context>;
+
+/** The middleware, and the same middleware with a route's own options. */
+export interface IdempotencyMiddleware extends MiddlewareHandler<IdempotencyEnv> {
+  /**
+   * This middleware with a route's overrides (`lifetimeMs`, `statuses`, `enabled: false` …), over the same
+   * store and timers: `app.post('/payments', idem.with({ lifetimeMs: 86_400_000 }), handler)`.
+   */
+  with(overrides: RouteIdempotencyOptions): MiddlewareHandler<IdempotencyEnv>;
+}
+
+/** Requests one of the middlewares has taken: a second one on the same route (app-wide and per route) passes. */
+const taken = new WeakSet<Request>();
+
+/**
+ * The route template of the handler that answers (`/orders/:id`): the last matched route that is not
+ * middleware registered for every method (`app.use`), else the path.
+ */
+function routeOf(c: Context): string {
+  const routes = matchedRoutes(c);
+  for (let i = routes.length - 1; i >= 0; i--) {
+    const route = routes[i];
+    if (route !== undefined && route.method !== 'ALL') return route.path;
+  }
+  return c.req.path;
+}
+
+/**
+ * Hono middleware that makes covered requests (POST and PATCH by default) idempotent by their
+ * `Idempotency-Key`, on Web-standard `Request` and `Response` only: the body's bytes from Hono's cached body
+ * reader (the handler reads it again through `c.req.json()`, `text()`, `parseBody()` or a validator), the
+ * answer captured from the `Response` the handler returns as it goes out (a streamed body is passed through
+ * and captured up to the cap), and the client-gone signal from the request's `AbortSignal`. Use it app-wide
+ * (`app.use(idem)`, or on a path) or per route; `except` from `hono/combine` leaves routes out.
+ *
+ * @example
+ * const idem = idempotency({ store: createMemoryStore(), scope: (c) => c.get('user')?.id });
+ * app.use('/api/*', idem);
+ * app.post('/api/orders', async (c) => c.json(await createOrder(await c.req.json()), 201));
+ */
+export function idempotency(options: HonoIdempotencyOptions): IdempotencyMiddleware {
+  const base = createIdempotency<Context>(options);
+  const middleware =
+    (idem: Idempotency<Context>): MiddlewareHandler<IdempotencyEnv> =>
+    async (c, next) => {
+      const request = c.req.raw;
+      if (!idem.covers(request.method) || taken.has(request)) return next();
+      taken.add(request);
+      const body = await readBody(idem, request, () => c.req.arrayBuffer());
+      const parts = { route: routeOf(c), body, scope: options.scope?.(c), host: c };
+      const result = await idem.begin(describeWebRequest(idem, request, parts));
+      switch (result.action) {
+        case 'proceed':
+          return next();
+        case 'reject':
+          return responseOf(errorResponse(result.error, c, options.formatError));
+        case 'replay':
+          return responseOf(result.response);
+      }
+      const { execution } = result;
+      if (request.signal.aborted) {
+        await execution.abort(); // the client left while the key was reserved: run nothing for nobody
+        return new Response(null, { status: 503 });
+      }
+      c.set('idempotency', execution);
+      // A handler's error is answered inside (`app.onError`, 500 by default): that answer settles the key.
+      await next();
+      c.res = settleWebResponse(execution, c.res);
+    };
+  return Object.assign(middleware(base), {
+    with: (overrides: RouteIdempotencyOptions) => middleware(base.with(overrides)),
+  });
+}

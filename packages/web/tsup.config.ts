@@ -1,0 +1,4 @@
+import { defineConfig } from 'tsup';
+import { baseTsupConfig } from '../../tsup.base.js';
+
+export default defineConfig(baseTsupConfig);
