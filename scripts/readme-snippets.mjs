@@ -49,6 +49,8 @@ const SNIPPET_DEPENDENCIES = [
   'compression',
   '@types/compression',
   'fastify',
+  'hono',
+  '@hono/node-server',
   'drizzle-orm',
   'pg',
   '@types/pg',
@@ -176,6 +178,7 @@ const COMPILER_OPTIONS = {
  */
 const BROKEN_DECLARATIONS = {
   'drizzle-orm': 'its own .d.ts do not compile without skipLibCheck, strict or not, imported alone too',
+  hono: 'its WebSocket helper .d.ts name DOM types (MessageEvent, CloseEvent, BinaryType): they need "lib": ["DOM"] or skipLibCheck, as its own templates set',
 };
 
 /** tsc's diagnostics, one string each (with their continuation lines), and the file each is in. */

@@ -39,6 +39,9 @@ import { createIdempotencyMetrics } from '@idem/prometheus';
 import { createIdempotencyTracing } from '@idem/opentelemetry';
 import { Registry } from 'prom-client';
 import { callOutcome, createIdempotentFetch } from '@idem/client';
+import { withIdempotency } from '@idem/web';
+import { idempotency as honoIdempotency } from '@idem/adapter-hono';
+import { Hono } from 'hono';
 import { v7 } from 'uuid'; // installed with @idem/client, its one dependency
 if (typeof createSqlStore !== 'function' || typeof ensureSchema !== 'function') throw new Error('store-sql');
 if (typeof idempotencyMiddleware({ store: createMemoryStore() }) !== 'function') throw new Error('express');
@@ -73,6 +76,20 @@ const idempotentFetch = createIdempotentFetch({
 });
 const answer = await idempotentFetch('http://127.0.0.1:9/orders', { method: 'POST', body: '{}' });
 if (answer.status !== 201 || keys[0] !== keys[1] || callOutcome(answer).attempts !== 2) throw new Error('client');
+// The Web-standard half: a fetch handler, and a Hono app, each called twice with one key.
+let webRuns = 0;
+const webHandler = withIdempotency(() => Response.json({ run: ++webRuns }, { status: 201 }), { store: createMemoryStore() });
+const webKey = v7();
+const webRequest = () => new Request('http://x/orders', { method: 'POST', headers: { 'idempotency-key': webKey, 'content-type': 'application/json' }, body: '{}' });
+await (await webHandler(webRequest())).text();
+const webRetry = await webHandler(webRequest());
+if (webRetry.headers.get('idempotent-replayed') !== 'true' || webRuns !== 1) throw new Error('web');
+const hono = new Hono();
+hono.use(honoIdempotency({ store: createMemoryStore() }));
+hono.post('/orders', (c) => c.json({ run: ++webRuns }, 201));
+const honoCall = () => hono.request('/orders', { method: 'POST', headers: { 'idempotency-key': webKey, 'content-type': 'application/json' }, body: '{}' });
+await (await honoCall()).text();
+if ((await honoCall()).headers.get('idempotent-replayed') !== 'true' || webRuns !== 2) throw new Error('hono');
 console.log('esm ok');
 `;
   const cjs = `
@@ -92,6 +109,8 @@ const { createIdempotentFetch, isReplay } = require('@idem/client');
 const { v7 } = require('uuid');
 if (!schemaStatements('postgres')[0].startsWith('CREATE TABLE IF NOT EXISTS')) throw new Error('store-sql');
 if (typeof idempotencyMiddleware !== 'function' || typeof fastifyIdempotency !== 'function') throw new Error('adapters');
+if (typeof require('@idem/web').withIdempotency !== 'function') throw new Error('web');
+if (typeof require('@idem/adapter-hono').idempotency({ store: createMemoryStore() }).with !== 'function') throw new Error('hono');
 if (!validateUuidV7(v7()).ok) throw new Error('uuid');
 if (typeof createIdempotentFetch() !== 'function' || isReplay(new Response(null))) throw new Error('client');
 if (typeof createRedisStore !== 'function' || recordKey('p:', 'a{b}', 'k') !== 'p:{a%7Bb%7D:k}') throw new Error('store-redis');

@@ -57,6 +57,20 @@ function routeOf(c: Context): string {
   return c.req.path;
 }
 
+const JSON_TYPE = /^application\/(?:[\w.+-]+\+)?json\s*(?:;|$)/i;
+const encoder = new TextEncoder();
+
+/**
+ * The body's bytes through Hono's cached reader, as the handler will read it: a JSON body as the text its
+ * `c.req.json()` parses (one read, cached; its UTF-8 is the bytes the fingerprint hashes), anything else as
+ * bytes.
+ */
+async function bytesOf(c: Context): Promise<ArrayBuffer> {
+  if (!JSON_TYPE.test(c.req.header('content-type') ?? '')) return c.req.arrayBuffer();
+  const bytes = encoder.encode(await c.req.text());
+  return bytes.buffer as ArrayBuffer;
+}
+
 /**
  * Hono middleware that makes covered requests (POST and PATCH by default) idempotent by their
  * `Idempotency-Key`, on Web-standard `Request` and `Response` only: the body's bytes from Hono's cached body
@@ -78,7 +92,7 @@ export function idempotency(options: HonoIdempotencyOptions): IdempotencyMiddlew
       const request = c.req.raw;
       if (!idem.covers(request.method) || taken.has(request)) return next();
       taken.add(request);
-      const body = await readBody(idem, request, () => c.req.arrayBuffer());
+      const body = await readBody(idem, request, () => bytesOf(c));
       const parts = { route: routeOf(c), body, scope: options.scope?.(c), host: c };
       const result = await idem.begin(describeWebRequest(idem, request, parts));
       switch (result.action) {
@@ -97,7 +111,9 @@ export function idempotency(options: HonoIdempotencyOptions): IdempotencyMiddlew
       c.set('idempotency', execution);
       // A handler's error is answered inside (`app.onError`, 500 by default): that answer settles the key.
       await next();
-      c.res = settleWebResponse(execution, c.res);
+      const settled = settleWebResponse(execution, c.res);
+      // Set only when it is another response: Hono's setter rebuilds the response it is given.
+      if (settled !== c.res) c.res = settled;
     };
   return Object.assign(middleware(base), {
     with: (overrides: RouteIdempotencyOptions) => middleware(base.with(overrides)),

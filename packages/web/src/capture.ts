@@ -41,6 +41,23 @@ class BodyCapture {
   }
 }
 
+/**
+ * The body of a response that its runtime keeps whole, when it is known without reading a stream: the
+ * lightweight `Response` of `@hono/node-server` keeps `[status, body, headers]` under a symbol named `cache`
+ * while nothing has read it (reading the body of one builds a whole Web `Response` and its streams, several
+ * times the cost of the request on Node.js 20). `undefined` otherwise: the body is then teed.
+ */
+function wholeBodyOf(response: Response): string | Uint8Array | null | undefined {
+  for (const symbol of Object.getOwnPropertySymbols(response)) {
+    if (symbol.description !== 'cache') continue;
+    const kept: unknown = (response as unknown as Record<symbol, unknown>)[symbol];
+    if (!Array.isArray(kept) || kept[0] !== response.status) return undefined;
+    const body: unknown = kept[1];
+    if (body === null || typeof body === 'string' || body instanceof Uint8Array) return body;
+  }
+  return undefined;
+}
+
 /** A `Headers` as the record a capture holds (lower-case names; repeated values joined as `Headers` does). */
 function recordOf(headers: Headers): Record<string, string> {
   const record: Record<string, string> = {};
@@ -74,6 +91,13 @@ export function settleWebResponse(execution: Execution, response: Response): Res
     const captured: CapturedResponse = { status, headers, body, bodyTruncated, contentEncoding };
     void execution.finish(captured); // never throws
   };
+  const whole = wholeBodyOf(response);
+  if (whole !== undefined) {
+    const bytes = typeof whole === 'string' ? new TextEncoder().encode(whole) : whole;
+    if (bytes !== null && bytes.byteLength > execution.maxBodyBytes) finish(null, true);
+    else finish(bytes === null ? null : bytes.slice(), false); // a copy: the app may reuse its buffer
+    return response; // untouched: the server writes it as it would have
+  }
   if (response.body === null) {
     finish(null, false);
     return response;

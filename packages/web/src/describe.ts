@@ -73,7 +73,18 @@ export async function readBody(
   request: Request,
   read: () => Promise<ArrayBuffer>,
 ): Promise<Uint8Array | undefined> {
-  if (request.body === null || !idem.covers(request.method) || !request.headers.has(idem.headerName))
-    return undefined;
+  const { headers } = request;
+  if (!idem.covers(request.method) || !headers.has(idem.headerName) || !hasBody(request)) return undefined;
   return new Uint8Array(await read());
+}
+
+/**
+ * `true` when the request has a body: by its `Content-Length` or `Transfer-Encoding` where it has one (asking
+ * `request.body` makes some servers' lazy requests build a whole `Request`), else by `request.body`.
+ */
+function hasBody(request: Request): boolean {
+  const length = request.headers.get('content-length');
+  if (length !== null) return length !== '0';
+  if (request.headers.has('transfer-encoding')) return true;
+  return request.body !== null;
 }
