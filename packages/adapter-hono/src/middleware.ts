@@ -1,15 +1,10 @@
+import { createIdempotency, type Execution, type Idempotency, type IdempotencyOverrides } from '@idem/core';
 import {
-  createIdempotency,
-  type Execution,
-  errorResponse,
-  type Idempotency,
-  type IdempotencyOverrides,
-} from '@idem/core';
-import {
+  answerWithout,
   describeWebRequest,
   readBody,
-  responseOf,
   settleWebResponse,
+  startWebExecution,
   type WebIdempotencyOptions,
 } from '@idem/web';
 import type { Context, MiddlewareHandler } from 'hono';
@@ -95,19 +90,11 @@ export function idempotency(options: HonoIdempotencyOptions): IdempotencyMiddlew
       const body = await readBody(idem, request, () => bytesOf(c));
       const parts = { route: routeOf(c), body, scope: options.scope?.(c), host: c };
       const result = await idem.begin(describeWebRequest(idem, request, parts));
-      switch (result.action) {
-        case 'proceed':
-          return next();
-        case 'reject':
-          return responseOf(errorResponse(result.error, c, options.formatError));
-        case 'replay':
-          return responseOf(result.response);
-      }
+      if (result.action === 'proceed') return next();
+      if (result.action === 'reject' || result.action === 'replay')
+        return answerWithout(result, c, options.formatError);
       const { execution } = result;
-      if (request.signal.aborted) {
-        await execution.abort(); // the client left while the key was reserved: run nothing for nobody
-        return new Response(null, { status: 503 });
-      }
+      if (!(await startWebExecution(execution, request))) return new Response(null, { status: 503 });
       c.set('idempotency', execution);
       // A handler's error is answered inside (`app.onError`, 500 by default): that answer settles the key.
       await next();

@@ -31,3 +31,11 @@ export {
 } from './lossy-proxy.js';
 export { instrument, stores } from './stores.js';
 export { type MakeServer, newKey, type ServerConfig, type SuiteHarness, settled } from './support.js';
+export {
+  brokenResponse,
+  lateResponse,
+  serveFetch,
+  streamedResponse,
+  throwAfterResponse,
+  webResponse,
+} from './web-answers.js';

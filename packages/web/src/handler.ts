@@ -1,8 +1,8 @@
-import { createIdempotency, type Execution, errorResponse } from '@idem/core';
-import { responseOf } from './answers.js';
+import { createIdempotency, type Execution } from '@idem/core';
 import { settleWebResponse } from './capture.js';
 import { describeWebRequest, pathAndQuery, readBody } from './describe.js';
 import type { WebIdempotencyOptions } from './options.js';
+import { answerWithout, startWebExecution } from './start.js';
 
 /** Options of {@link withIdempotency}: the hooks receive the `Request` as `host`. */
 export interface HandlerIdempotencyOptions extends WebIdempotencyOptions<Request> {
@@ -52,19 +52,11 @@ export function withIdempotency<Rest extends unknown[]>(
     const body = await readBody(idem, request, () => request.clone().arrayBuffer());
     const parts = { route: routeOf(request), body, scope: options.scope?.(request), host: request };
     const result = await idem.begin(describeWebRequest(idem, request, parts));
-    switch (result.action) {
-      case 'proceed':
-        return handler(request, ...rest);
-      case 'reject':
-        return responseOf(errorResponse(result.error, request, options.formatError));
-      case 'replay':
-        return responseOf(result.response);
-    }
+    if (result.action === 'proceed') return handler(request, ...rest);
+    if (result.action === 'reject' || result.action === 'replay')
+      return answerWithout(result, request, options.formatError);
     const { execution } = result;
-    if (request.signal.aborted) {
-      await execution.abort(); // the client left while the key was reserved: run nothing for nobody
-      return new Response(null, { status: 503 });
-    }
+    if (!(await startWebExecution(execution, request))) return new Response(null, { status: 503 });
     executions.set(request, execution);
     let response: Response;
     try {
