@@ -40,30 +40,33 @@ export interface IdempotencyMiddleware extends MiddlewareHandler<IdempotencyEnv>
 const taken = new WeakSet<Request>();
 
 /**
- * The route template of the handler that answers (`/orders/:id`): the last matched route that is not
- * middleware registered for every method (`app.use`), else the path.
+ * The route template of the handler that answers (`/orders/:id`): the first matched route after this
+ * middleware that is a handler (registered for a method, or taking no `next`), else the path.
  */
 function routeOf(c: Context): string {
   const routes = matchedRoutes(c);
-  for (let i = routes.length - 1; i >= 0; i--) {
+  for (let i = c.req.routeIndex + 1; i < routes.length; i++) {
     const route = routes[i];
-    if (route !== undefined && route.method !== 'ALL') return route.path;
+    if (route !== undefined && (route.method !== 'ALL' || route.handler.length < 2)) return route.path;
   }
   return c.req.path;
 }
 
-const JSON_TYPE = /^application\/(?:[\w.+-]+\+)?json\s*(?:;|$)/i;
-const encoder = new TextEncoder();
+const decoder = new TextDecoder();
 
 /**
- * The body's bytes through Hono's cached reader, as the handler will read it: a JSON body as the text its
- * `c.req.json()` parses (one read, cached; its UTF-8 is the bytes the fingerprint hashes), anything else as
- * bytes.
+ * The body's bytes as sent, through Hono's cached reader, so that the handler reads them again
+ * (`c.req.arrayBuffer()` gives these very bytes). Its text is cached beside them, decoded as `text()` decodes
+ * (UTF-8, a BOM dropped): `c.req.json()` and `c.req.text()` then reuse it, where Hono would otherwise make a
+ * whole `Response` of the bytes to decode them.
  */
 async function bytesOf(c: Context): Promise<ArrayBuffer> {
-  if (!JSON_TYPE.test(c.req.header('content-type') ?? '')) return c.req.arrayBuffer();
-  const bytes = encoder.encode(await c.req.text());
-  return bytes.buffer as ArrayBuffer;
+  const bytes = await c.req.arrayBuffer();
+  // Hono keeps each read as its promise (typed otherwise): only where it does is the text put beside it.
+  const cache = c.req.bodyCache as Record<string, unknown>;
+  if (cache.arrayBuffer instanceof Promise && cache.text === undefined)
+    cache.text = Promise.resolve(decoder.decode(bytes));
+  return bytes;
 }
 
 /**
@@ -96,11 +99,17 @@ export function idempotency(options: HonoIdempotencyOptions): IdempotencyMiddlew
       const { execution } = result;
       if (!(await startWebExecution(execution, request))) return new Response(null, { status: 503 });
       c.set('idempotency', execution);
-      // A handler's error is answered inside (`app.onError`, 500 by default): that answer settles the key.
-      await next();
-      const settled = settleWebResponse(execution, c.res);
-      // Set only when it is another response: Hono's setter rebuilds the response it is given.
-      if (settled !== c.res) c.res = settled;
+      try {
+        // A handler's Error is answered inside (`app.onError`, 500 by default): that answer settles the key.
+        await next();
+        const settled = settleWebResponse(execution, c.res, request.signal);
+        // Set only when it is another response: Hono's setter rebuilds the response it is given.
+        if (settled !== c.res) c.res = settled;
+      } catch (error) {
+        // Thrown past Hono's onError (not an Error, or onError rethrew), or a response that cannot be sent.
+        await execution.abort();
+        throw error;
+      }
     };
   return Object.assign(middleware(base), {
     with: (overrides: RouteIdempotencyOptions) => middleware(base.with(overrides)),

@@ -187,24 +187,6 @@ const MATRIX: Record<Fault, Record<Point, Cell | string>> = {
  * its body.
  */
 const WEB_CELLS: Partial<Record<Fault, Partial<Record<Point, Cell | string>>>> = {
-  // The handler answered when it returned its Response: the adapter reads the body to its end whether or not
-  // the client stays, and stores it whole.
-  'client abort': {
-    'after the status': {
-      path: '/late/150',
-      counter: 'late',
-      busyMs: 200,
-      send: (url, path, init) => leave(url, path, { ...init, at: 'headers' }),
-      outcome: { kind: 'finalized', status: 200, body: 'late 150' },
-    },
-    'after the first chunk': {
-      path: '/plan/gap',
-      counter: 'plan-gap',
-      busyMs: 350,
-      send: (url, path, init) => leave(url, path, { ...init, at: 'chunk' }),
-      outcome: { kind: 'finalized', status: 200, body: 'alpha,beta,gamma' },
-    },
-  },
   'handler throw': {
     'after the status':
       'a Web handler answers by returning its Response: it cannot throw after the status went out (a body that fails as it is sent is the stream error row)',

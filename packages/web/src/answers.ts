@@ -14,5 +14,7 @@ const NULL_BODY = new Set([101, 103, 204, 205, 304]);
  */
 export function responseOf(answer: WholeResponse): Response {
   const body = NULL_BODY.has(answer.status) ? null : answer.body;
-  return new Response(body as ResponseBody, { status: answer.status, headers: answer.headers });
+  // As `Headers`, which a server treats as it treats a handler's (`@hono/node-server` gives a body without a
+  // content type its default then, as it did the first answer, but not when the headers are a plain object).
+  return new Response(body as ResponseBody, { status: answer.status, headers: new Headers(answer.headers) });
 }

@@ -1,5 +1,7 @@
 import type { CapturedResponse, Execution } from '@idem/core';
 
+const encoder = new TextEncoder();
+
 /** The bytes of a body as they pass, up to a cap: past it only that it was too large is kept. */
 class BodyCapture {
   readonly #maxBytes: number;
@@ -14,7 +16,7 @@ class BodyCapture {
   keep(chunk: unknown): void {
     if (this.truncated) return;
     // A body stream yields bytes; a string from a lax runtime is kept as the UTF-8 it is sent as.
-    const bytes = typeof chunk === 'string' ? new TextEncoder().encode(chunk) : chunk;
+    const bytes = typeof chunk === 'string' ? encoder.encode(chunk) : chunk;
     if (!(bytes instanceof Uint8Array)) {
       this.truncated = true; // not bytes: nothing that could be stored as what was sent
       return;
@@ -25,8 +27,8 @@ class BodyCapture {
       this.#chunks.length = 0;
       return;
     }
-    // A copy: the stream's producer may reuse its buffer once the chunk is read.
-    this.#chunks.push(bytes.slice());
+    // A copy (never a view, as `Buffer#slice` is): the producer may reuse its buffer once the chunk is read.
+    this.#chunks.push(Uint8Array.prototype.slice.call(bytes));
   }
 
   bytes(): Uint8Array {
@@ -69,21 +71,26 @@ function recordOf(headers: Headers): Record<string, string> {
 
 /**
  * Settle an execution by the `Response` its handler answered with, and return the response to send in its
- * place: the same status, headers and body. The body is teed: one branch goes out, the other is read here as
- * fast as it comes, up to `execution.maxBodyBytes`, whether or not anyone reads the first. Then:
+ * place: the same status, headers and body. A body the runtime keeps whole (a string or bytes) is stored as it
+ * is and the response goes out untouched. Any other body is passed through as it is read: read ahead, as fast
+ * as it comes, until it has ended or outgrown `execution.maxBodyBytes` (so an answer nobody reads settles too,
+ * and no more than the cap waits in memory), then as fast as it is sent. Then:
  *
- * - no body, or the body read to its end → `finish` with the answer: stored or released by its status. A
- *   client that left meanwhile changes nothing: the handler answered, and its answer is whole;
- * - the body stream fails before its first chunk → `abort`: nothing of the answer was sent, the key is released
- *   (a retry runs again);
- * - the body stream fails after a chunk, or grows past the cap → `finish` with the status and no body
- *   (`bodyOmitted`): the work happened, the body is incomplete or too large to keep. Past the cap this branch
- *   is cancelled; the other one goes on as the client reads it.
+ * - no body, or the body read to its end within the cap → `finish` with the answer: stored or released by its
+ *   status;
+ * - the body fails before its first chunk → `abort`: nothing of it was sent, the key is released (a retry runs
+ *   again);
+ * - the body fails after a chunk, grows past the cap, or the client leaves before it ended (the server cancels
+ *   it, and so its source) → `finish` with the status and no body (`bodyOmitted`): the work happened, the body
+ *   is incomplete or too large to keep;
+ * - the client had left before the handler answered (`signal` aborted) → the body is read here, up to the cap,
+ *   as nobody else will read it, and settles the key as above.
  *
+ * @param signal the request's signal: aborted when the client has left
  * @example
- * return settleWebResponse(result.execution, await handler(request));
+ * return settleWebResponse(result.execution, await handler(request), request.signal);
  */
-export function settleWebResponse(execution: Execution, response: Response): Response {
+export function settleWebResponse(execution: Execution, response: Response, signal?: AbortSignal): Response {
   const status = response.status;
   const headers = recordOf(response.headers);
   const contentEncoding = response.headers.get('content-encoding') ?? undefined;
@@ -93,30 +100,84 @@ export function settleWebResponse(execution: Execution, response: Response): Res
   };
   const whole = wholeBodyOf(response);
   if (whole !== undefined) {
-    const bytes = typeof whole === 'string' ? new TextEncoder().encode(whole) : whole;
+    const bytes = typeof whole === 'string' ? encoder.encode(whole) : whole;
     if (bytes !== null && bytes.byteLength > execution.maxBodyBytes) finish(null, true);
-    else finish(bytes === null ? null : bytes.slice(), false); // a copy: the app may reuse its buffer
+    else finish(bytes === null ? null : Uint8Array.prototype.slice.call(bytes), false); // a copy, not a view
     return response; // untouched: the server writes it as it would have
   }
-  if (response.body === null) {
+  const { body } = response;
+  if (body === null) {
     finish(null, false);
     return response;
   }
-  const [sent, kept] = response.body.tee();
+  const source = body.getReader(); // throws for a body already read: the caller aborts
   const capture = new BodyCapture(execution.maxBodyBytes);
-  void read(kept.getReader(), capture).then((outcome) => {
+  let settled = false;
+  const settle = (outcome: 'whole' | 'cut' | 'broken'): void => {
+    if (settled) return;
+    settled = true;
     if (outcome === 'broken') void execution.abort();
-    else if (outcome === 'cut') finish(null, true);
+    else if (outcome === 'cut' || capture.truncated) finish(null, true);
     else finish(capture.bytes(), false);
-  });
-  return new Response(sent, { status, statusText: response.statusText, headers: response.headers });
+  };
+  const init = { status, statusText: response.statusText, headers: response.headers };
+  if (signal?.aborted) {
+    void drain(source, capture).then(settle);
+    return new Response(null, init);
+  }
+  let chunks = 0;
+  let cancelled = false;
+  let demand: (() => void) | undefined;
+  const passed = new ReadableStream<Uint8Array>(
+    {
+      start(controller) {
+        void (async () => {
+          try {
+            for (;;) {
+              // Within the cap, read ahead; past it, read as the server asks (`pull`).
+              if (capture.truncated) await new Promise<void>((resolve) => (demand = resolve));
+              if (cancelled) return;
+              const step = await source.read();
+              if (cancelled) return;
+              if (step.done) {
+                settle('whole');
+                controller.close();
+                return;
+              }
+              chunks++;
+              capture.keep(step.value);
+              if (capture.truncated) settle('cut');
+              controller.enqueue(step.value);
+            }
+          } catch (error) {
+            settle(chunks === 0 ? 'broken' : 'cut');
+            if (!cancelled) controller.error(error);
+          }
+        })();
+      },
+      pull() {
+        demand?.();
+        demand = undefined;
+      },
+      cancel(reason) {
+        // The server stopped sending: its client left, or it broke the answer off. The source stops too.
+        cancelled = true;
+        settle('cut');
+        demand?.();
+        return source.cancel(reason);
+      },
+    },
+    { highWaterMark: 0 },
+  );
+  return new Response(passed, init);
 }
 
 /**
- * Read the kept branch of a body to its end, up to the cap: `whole` once read to its end within it, `cut` past
- * the cap (the branch is cancelled) or when it fails after a chunk, `broken` when it fails before any.
+ * Read a body nobody else will (its client left before it was answered), up to the cap: `whole` once read to
+ * its end within it, `cut` past the cap (the rest is cancelled) or when it fails after a chunk, `broken` when
+ * it fails before any.
  */
-async function read(
+async function drain(
   source: ReadableStreamDefaultReader<Uint8Array>,
   capture: BodyCapture,
 ): Promise<'whole' | 'cut' | 'broken'> {

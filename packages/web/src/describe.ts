@@ -21,15 +21,13 @@ export function pathAndQuery(url: string): { path: string; query: string | undef
   const hash = url.indexOf('#');
   const href = hash === -1 ? url : url.slice(0, hash);
   const authority = href.indexOf('://');
-  const start = href.indexOf('/', authority === -1 ? 0 : authority + 3);
-  if (start === -1) {
-    const queryAt = href.indexOf('?');
-    return { path: '/', query: queryAt === -1 ? undefined : href.slice(queryAt + 1) };
-  }
-  const queryAt = href.indexOf('?', start);
-  return queryAt === -1
-    ? { path: href.slice(start), query: undefined }
-    : { path: href.slice(start, queryAt), query: href.slice(queryAt + 1) };
+  const after = authority === -1 ? 0 : authority + 3;
+  const queryAt = href.indexOf('?', after);
+  // The path starts at the first `/` after the authority, unless the query starts first (`https://a?b=/c`).
+  const slash = href.indexOf('/', after);
+  const start = slash === -1 || (queryAt !== -1 && queryAt < slash) ? -1 : slash;
+  const path = start === -1 ? '/' : href.slice(start, queryAt === -1 ? href.length : queryAt);
+  return { path, query: queryAt === -1 ? undefined : href.slice(queryAt + 1) };
 }
 
 /**

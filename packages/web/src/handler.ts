@@ -58,13 +58,12 @@ export function withIdempotency<Rest extends unknown[]>(
     const { execution } = result;
     if (!(await startWebExecution(execution, request))) return new Response(null, { status: 503 });
     executions.set(request, execution);
-    let response: Response;
     try {
-      response = await handler(request, ...rest);
+      return settleWebResponse(execution, await handler(request, ...rest), request.signal);
     } catch (error) {
+      // The handler threw, or answered with what is no Response (or one whose body was read already).
       await execution.abort();
       throw error;
     }
-    return settleWebResponse(execution, response);
   };
 }
