@@ -14,7 +14,13 @@ const NULL_BODY = new Set([101, 103, 204, 205, 304]);
  */
 export function responseOf(answer: WholeResponse): Response {
   const body = NULL_BODY.has(answer.status) ? null : answer.body;
-  // As `Headers`, which a server treats as it treats a handler's (`@hono/node-server` gives a body without a
-  // content type its default then, as it did the first answer, but not when the headers are a plain object).
-  return new Response(body as ResponseBody, { status: answer.status, headers: new Headers(answer.headers) });
+  // A body without a content type gets its headers as `Headers`, which a server treats as it treated the
+  // handler's (`@hono/node-server` gives it its default content type then, as it did the first answer, but not
+  // when the headers are a plain object); a plain object is cheaper where that cannot matter.
+  const { headers } = answer;
+  const typed = body === null || headers['content-type'] !== undefined;
+  return new Response(body as ResponseBody, {
+    status: answer.status,
+    headers: typed ? headers : new Headers(headers),
+  });
 }
