@@ -10,6 +10,7 @@
 //   ```ts             an ES module: written as .mts (.mjs for js) and typechecked
 //   ```js cjs         CommonJS (`require`): written as .cts (.cjs for js) and typechecked
 //   ```ts run         also run: emitted by tsc, run with node; it must exit 0 within RUN_TIMEOUT_MS
+//   ```ts decorators  with legacy decorators (`experimentalDecorators`, as NestJS has them): a program of its own
 //   ```ts server      also run, as a server: it must listen on process.env.PORT (the runner picks a free port);
 //                     once it listens, the runner sends POST /orders twice with one Idempotency-Key, the second
 //                     answer must be a replay (idempotent-replayed: true) with the first one's status, then the
@@ -51,6 +52,11 @@ const SNIPPET_DEPENDENCIES = [
   'fastify',
   'hono',
   '@hono/node-server',
+  '@nestjs/common',
+  '@nestjs/core',
+  '@nestjs/platform-express',
+  'reflect-metadata',
+  'rxjs',
   'drizzle-orm',
   'pg',
   '@types/pg',
@@ -131,7 +137,7 @@ function extractBlocks(root, file) {
     const kind = LANGUAGES[language.toLowerCase()];
     if (kind !== undefined) {
       const words = rest.trim().split(/\s+/).filter(Boolean);
-      const unknown = words.filter((word) => !['cjs', 'run', 'server'].includes(word));
+      const unknown = words.filter((word) => !['cjs', 'run', 'server', 'decorators'].includes(word));
       if (unknown.length > 0)
         throw new Error(`${readme}:${i + 1}: unknown words in the fence: ${unknown.join(' ')}`);
       const cjs = kind.cjs || words.includes('cjs');
@@ -147,7 +153,9 @@ function extractBlocks(root, file) {
         ts: kind.ts,
         cjs,
         run: words.includes('server') ? 'server' : words.includes('run') ? 'run' : null,
-        isolated: /^\s*declare\s+(global|module)\b/m.test(code),
+        // Legacy decorators (`experimentalDecorators`, as NestJS has them) need a program of their own.
+        decorators: words.includes('decorators'),
+        isolated: words.includes('decorators') || /^\s*declare\s+(global|module)\b/m.test(code),
         code: `${code}\n`,
       });
     }
@@ -228,7 +236,10 @@ async function typecheck(work, dir, blocks) {
       if (program.length === 0) continue;
       const config = join(dir, `tsconfig.${index}.json`);
       const files = program.map((block) => block.file);
-      writeFileSync(config, JSON.stringify({ compilerOptions: COMPILER_OPTIONS, files }));
+      const compilerOptions = program.some((block) => block.decorators)
+        ? { ...COMPILER_OPTIONS, experimentalDecorators: true }
+        : COMPILER_OPTIONS;
+      writeFileSync(config, JSON.stringify({ compilerOptions, files }));
       let output = '';
       try {
         await execFileAsync('node', [tsc, '-p', config, '--pretty', 'false'], {
@@ -360,7 +371,16 @@ export async function checkReadmeSnippets({ root, work }) {
   const emitted = runnable.filter((block) => block.ts);
   if (emitted.length > 0) {
     const config = join(dir, 'tsconfig.emit.json');
-    const compilerOptions = { ...COMPILER_OPTIONS, noEmit: false, noCheck: true, outDir: out, rootDir: dir };
+    // Legacy decorators where a block has them (they change nothing for a block without any).
+    const decorators = emitted.some((block) => block.decorators);
+    const compilerOptions = {
+      ...COMPILER_OPTIONS,
+      noEmit: false,
+      noCheck: true,
+      outDir: out,
+      rootDir: dir,
+      ...(decorators ? { experimentalDecorators: true } : {}),
+    };
     writeFileSync(config, JSON.stringify({ compilerOptions, files: emitted.map((b) => b.file) }));
     await execFileAsync('node', [join(work, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', config], {
       cwd: dir,

@@ -41,6 +41,7 @@ import { Registry } from 'prom-client';
 import { callOutcome, createIdempotentFetch } from '@idem/client';
 import { withIdempotency } from '@idem/web';
 import { idempotency as honoIdempotency } from '@idem/adapter-hono';
+import { IdempotencyModule } from '@idem/adapter-nestjs';
 import { Hono } from 'hono';
 import { v7 } from 'uuid'; // installed with @idem/client, its one dependency
 if (typeof createSqlStore !== 'function' || typeof ensureSchema !== 'function') throw new Error('store-sql');
@@ -90,6 +91,7 @@ hono.post('/orders', (c) => c.json({ run: ++webRuns }, 201));
 const honoCall = () => hono.request('/orders', { method: 'POST', headers: { 'idempotency-key': webKey, 'content-type': 'application/json' }, body: '{}' });
 await (await honoCall()).text();
 if ((await honoCall()).headers.get('idempotent-replayed') !== 'true' || webRuns !== 2) throw new Error('hono');
+if (IdempotencyModule.forRoot({ store: createMemoryStore() }).global !== true) throw new Error('nestjs');
 console.log('esm ok');
 `;
   const cjs = `
@@ -110,6 +112,7 @@ const { v7 } = require('uuid');
 if (!schemaStatements('postgres')[0].startsWith('CREATE TABLE IF NOT EXISTS')) throw new Error('store-sql');
 if (typeof idempotencyMiddleware !== 'function' || typeof fastifyIdempotency !== 'function') throw new Error('adapters');
 if (typeof require('@idem/web').withIdempotency !== 'function') throw new Error('web');
+if (typeof require('@idem/adapter-nestjs').IdempotencyModule.forRoot !== 'function') throw new Error('nestjs');
 if (typeof require('@idem/adapter-hono').idempotency({ store: createMemoryStore() }).with !== 'function') throw new Error('hono');
 if (!validateUuidV7(v7()).ok) throw new Error('uuid');
 if (typeof createIdempotentFetch() !== 'function' || isReplay(new Response(null))) throw new Error('client');

@@ -127,7 +127,9 @@ class ResponseCapture {
       } finally {
         capture.#inEnd = false;
       }
-      if (!capture.ended) {
+      // An `end` after server code broke the response off (a framework's error handler closing it) writes
+      // nothing: the response did not end.
+      if (!capture.ended && !capture.brokenOff) {
         capture.ended = true;
         capture.#owner.ended();
       }

@@ -1,0 +1,217 @@
+import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
+import {
+  createIdempotency,
+  type Execution,
+  errorResponse,
+  type Idempotency,
+  type IdempotencyOverrides,
+  UNSEEN_BODY,
+} from '@idem/core';
+import {
+  declaresBody,
+  describeRequest,
+  type NodeIdempotencyOptions,
+  startExecution,
+  writeResponse,
+} from '@idem/node-http';
+import {
+  type CallHandler,
+  type DynamicModule,
+  type ExecutionContext,
+  Inject,
+  Injectable,
+  Module,
+  type NestInterceptor,
+  SetMetadata,
+} from '@nestjs/common';
+import { APP_INTERCEPTOR, Reflector } from '@nestjs/core';
+import { Observable } from 'rxjs';
+
+/** The request of either platform, as the hooks (`scope`, `formatError`, `redact`) receive it. */
+export interface NestHttpRequest {
+  readonly method: string;
+  readonly url: string;
+  readonly originalUrl?: string;
+  readonly headers: IncomingHttpHeaders;
+  readonly body?: unknown;
+  /** The exact bytes of the body, with `NestFactory.create(AppModule, { rawBody: true })`. */
+  readonly rawBody?: Buffer;
+  /** Set by the route: Express's `req.route.path`, Fastify's `request.routeOptions.url`. */
+  readonly route?: { readonly path?: unknown };
+  readonly routeOptions?: { readonly url?: string };
+  readonly raw?: { readonly readableEnded?: boolean };
+  readonly readableEnded?: boolean;
+  idempotency?: Execution<NestHttpRequest> | undefined;
+  [other: string]: unknown;
+}
+
+/** Options of {@link IdempotencyModule}: the coordinator's, plus `scope` and `formatError` over the request. */
+export interface NestIdempotencyOptions extends NodeIdempotencyOptions<NestHttpRequest> {}
+
+/** Options one handler (or controller) may override with {@link Idempotent}. */
+export type IdempotentOptions = IdempotencyOverrides<NestHttpRequest>;
+
+/** The injection token of the module's options. */
+export const IDEMPOTENCY_OPTIONS = Symbol('@idem/adapter-nestjs options');
+const IDEMPOTENT = '@idem/adapter-nestjs idempotent';
+
+/**
+ * A handler's (or a whole controller's) own options: `@Idempotent({ lifetimeMs: 86_400_000 })`, or
+ * `@Idempotent(false)` to leave it uncovered. Without it a handler is covered by the module's options (its
+ * methods: POST and PATCH by default).
+ */
+export const Idempotent = (options: IdempotentOptions | false = {}) => SetMetadata(IDEMPOTENT, options);
+
+/** The response of either platform: Express's is the Node.js one, Fastify's reply has it as `raw`. */
+const nodeResponse = (response: ServerResponse | { raw: ServerResponse }): ServerResponse =>
+  'raw' in response && response.raw !== undefined ? response.raw : (response as ServerResponse);
+
+/** The route template the request identity includes: the platform's, else the path. */
+function routeOf(request: NestHttpRequest): string {
+  const template = request.routeOptions?.url ?? request.route?.path;
+  if (typeof template === 'string') return template;
+  const url = request.originalUrl ?? request.url;
+  return url.split('?')[0] ?? url;
+}
+
+/**
+ * The body bytes as received (`rawBody: true`), else the parsed body; a declared body that nothing read is
+ * `UNSEEN_BODY` (answered 415 before anything is reserved).
+ */
+function bodyOf(request: NestHttpRequest): unknown {
+  if (Buffer.isBuffer(request.rawBody)) return request.rawBody;
+  const ended = request.raw?.readableEnded ?? request.readableEnded;
+  if (declaresBody(request.headers) && !(ended === true && request.body !== undefined)) return UNSEEN_BODY;
+  return request.body;
+}
+
+/**
+ * The interceptor the module installs for every route: it runs after the guards (so `scope` sees what your
+ * authentication set) and before the pipes. It hands the request to the coordinator through `@idem/node-http`,
+ * the layer the Express and Fastify adapters share, answers a replay or a refusal itself (the handler does not
+ * run), and otherwise settles the key by what is written to the response.
+ */
+@Injectable()
+export class IdempotencyInterceptor implements NestInterceptor {
+  readonly #base: Idempotency<NestHttpRequest>;
+  readonly #options: NestIdempotencyOptions;
+  readonly #reflector: Reflector;
+  /** Each handler's coordinator, made once: the module's, or its own overrides over the same timers. */
+  readonly #perHandler = new WeakMap<object, Idempotency<NestHttpRequest> | false>();
+
+  constructor(
+    @Inject(IDEMPOTENCY_OPTIONS) options: NestIdempotencyOptions,
+    @Inject(Reflector) reflector: Reflector,
+  ) {
+    this.#options = options;
+    this.#reflector = reflector;
+    this.#base = createIdempotency<NestHttpRequest>(options);
+  }
+
+  #coordinatorOf(context: ExecutionContext): Idempotency<NestHttpRequest> | false {
+    const handler = context.getHandler();
+    let idem = this.#perHandler.get(handler);
+    if (idem === undefined) {
+      const own = this.#reflector.getAllAndOverride<IdempotentOptions | false | undefined>(IDEMPOTENT, [
+        handler,
+        context.getClass(),
+      ]);
+      idem = own === false ? false : own === undefined ? this.#base : this.#base.with(own);
+      this.#perHandler.set(handler, idem);
+    }
+    return idem;
+  }
+
+  intercept(context: ExecutionContext, next: CallHandler): Observable<unknown> {
+    const idem = context.getType() === 'http' ? this.#coordinatorOf(context) : false;
+    const http = context.switchToHttp();
+    const request = http.getRequest<NestHttpRequest>();
+    if (idem === false || !idem.covers(request.method)) return next.handle();
+    const response = http.getResponse<ServerResponse | { raw: ServerResponse }>();
+    const res = nodeResponse(response);
+    return new Observable((subscriber) => {
+      const { method, headers } = request;
+      const url = request.originalUrl ?? request.url;
+      const parts = {
+        method,
+        url,
+        headers,
+        route: routeOf(request),
+        body: bodyOf(request),
+        scope: this.#options.scope?.(request),
+        host: request,
+      };
+      idem
+        .begin(describeRequest(idem, res, parts))
+        .then(async (result) => {
+          switch (result.action) {
+            case 'proceed':
+              return next.handle().subscribe(subscriber);
+            case 'reject':
+              // Answered here: the handler does not run, and nothing is emitted for Nest to send.
+              hijack(response);
+              return writeResponse(res, errorResponse(result.error, request, this.#options.formatError));
+            case 'replay':
+              hijack(response);
+              return writeResponse(res, result.response);
+          }
+          if (!(await startExecution(result.execution, res))) return; // the client left: run nothing
+          request.idempotency = result.execution;
+          return next.handle().subscribe(subscriber);
+        })
+        .catch((error: unknown) => subscriber.error(error));
+    });
+  }
+}
+
+/** Fastify must be told that an answer written on its raw response is not its own to send. */
+function hijack(response: object): void {
+  const reply = response as { hijack?: () => void };
+  if (typeof reply.hijack === 'function') reply.hijack();
+}
+
+/** Options of {@link IdempotencyModule.forRootAsync}. */
+export interface IdempotencyModuleAsyncOptions {
+  readonly imports?: DynamicModule['imports'];
+  // biome-ignore lint/suspicious/noExplicitAny: Nest's injection tokens are of any kind
+  readonly inject?: any[];
+  readonly useFactory: (...args: never[]) => NestIdempotencyOptions | Promise<NestIdempotencyOptions>;
+}
+
+/**
+ * Idempotency for every route of the app, on `@nestjs/platform-express` and `@nestjs/platform-fastify`: a
+ * global interceptor over the module's options. Give the app `rawBody: true` so that the fingerprint hashes
+ * the exact bytes sent.
+ *
+ * @example
+ * @Module({ imports: [IdempotencyModule.forRoot({ store: createMemoryStore() })], controllers: [OrdersController] })
+ * class AppModule {}
+ * const app = await NestFactory.create(AppModule, { rawBody: true });
+ */
+@Module({})
+export class IdempotencyModule {
+  static forRoot(options: NestIdempotencyOptions): DynamicModule {
+    return {
+      module: IdempotencyModule,
+      global: true,
+      providers: [
+        { provide: IDEMPOTENCY_OPTIONS, useValue: options },
+        { provide: APP_INTERCEPTOR, useClass: IdempotencyInterceptor },
+      ],
+      exports: [IDEMPOTENCY_OPTIONS],
+    };
+  }
+
+  static forRootAsync(options: IdempotencyModuleAsyncOptions): DynamicModule {
+    return {
+      module: IdempotencyModule,
+      global: true,
+      imports: options.imports ?? [],
+      providers: [
+        { provide: IDEMPOTENCY_OPTIONS, useFactory: options.useFactory, inject: options.inject ?? [] },
+        { provide: APP_INTERCEPTOR, useClass: IdempotencyInterceptor },
+      ],
+      exports: [IDEMPOTENCY_OPTIONS],
+    };
+  }
+}
