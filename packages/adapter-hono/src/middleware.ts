@@ -70,7 +70,7 @@ async function bytesOf(c: Context): Promise<ArrayBuffer> {
 }
 
 /**
- * Hono middleware that makes covered requests (POST and PATCH by default) idempotent by their
+ * Hono middleware that makes covered requests (POST, PUT, PATCH and DELETE by default) idempotent by their
  * `Idempotency-Key`, on Web-standard `Request` and `Response` only: the body's bytes from Hono's cached body
  * reader (the handler reads it again through `c.req.json()`, `text()`, `parseBody()` or a validator), the
  * answer captured from the `Response` the handler returns as it goes out (a streamed body is passed through

@@ -58,7 +58,7 @@ const IDEMPOTENT = '@idem/adapter-nestjs idempotent';
 /**
  * A handler's (or a whole controller's) own options: `@Idempotent({ lifetimeMs: 86_400_000 })`, or
  * `@Idempotent(false)` to leave it uncovered. Without it a handler is covered by the module's options (its
- * methods: POST and PATCH by default).
+ * methods: POST, PUT, PATCH and DELETE by default).
  */
 export const Idempotent = (options: IdempotentOptions | false = {}) => SetMetadata(IDEMPOTENT, options);
 
@@ -96,8 +96,11 @@ export class IdempotencyInterceptor implements NestInterceptor {
   readonly #base: Idempotency<NestHttpRequest>;
   readonly #options: NestIdempotencyOptions;
   readonly #reflector: Reflector;
-  /** Each handler's coordinator, made once: the module's, or its own overrides over the same timers. */
-  readonly #perHandler = new WeakMap<object, Idempotency<NestHttpRequest> | false>();
+  /**
+   * Each handler's coordinator, by controller class and handler (a handler inherited by two controllers may
+   * be covered in one and not the other), made once: the module's, or its own overrides over the same timers.
+   */
+  readonly #perHandler = new WeakMap<object, WeakMap<object, Idempotency<NestHttpRequest> | false>>();
 
   constructor(
     @Inject(IDEMPOTENCY_OPTIONS) options: NestIdempotencyOptions,
@@ -110,26 +113,64 @@ export class IdempotencyInterceptor implements NestInterceptor {
 
   #coordinatorOf(context: ExecutionContext): Idempotency<NestHttpRequest> | false {
     const handler = context.getHandler();
-    let idem = this.#perHandler.get(handler);
+    const controller = context.getClass();
+    let handlers = this.#perHandler.get(controller);
+    if (handlers === undefined) {
+      handlers = new WeakMap();
+      this.#perHandler.set(controller, handlers);
+    }
+    let idem = handlers.get(handler);
     if (idem === undefined) {
-      const own = this.#reflector.getAllAndOverride<IdempotentOptions | false | undefined>(IDEMPOTENT, [
-        handler,
-        context.getClass(),
-      ]);
-      idem = own === false ? false : own === undefined ? this.#base : this.#base.with(own);
-      this.#perHandler.set(handler, idem);
+      idem = this.#made(
+        this.#reflector.get<IdempotentOptions | false | undefined>(IDEMPOTENT, controller),
+        this.#reflector.get<IdempotentOptions | false | undefined>(IDEMPOTENT, handler),
+      );
+      handlers.set(handler, idem);
     }
     return idem;
+  }
+
+  /** The coordinator of a handler: its own options over its controller's (statuses status by status). */
+  #made(
+    ofClass: IdempotentOptions | false | undefined,
+    ofHandler: IdempotentOptions | false | undefined,
+  ): Idempotency<NestHttpRequest> | false {
+    if (ofHandler === false || (ofHandler === undefined && ofClass === false)) return false;
+    const base = ofClass === false || ofClass === undefined ? {} : ofClass;
+    const own = ofHandler ?? {};
+    if (ofClass === undefined && ofHandler === undefined) return this.#base;
+    const statuses =
+      base.statuses === undefined && own.statuses === undefined
+        ? undefined
+        : { ...base.statuses, ...own.statuses };
+    return this.#base.with({ ...base, ...own, ...(statuses === undefined ? {} : { statuses }) });
   }
 
   intercept(context: ExecutionContext, next: CallHandler): Observable<unknown> {
     const idem = context.getType() === 'http' ? this.#coordinatorOf(context) : false;
     const http = context.switchToHttp();
     const request = http.getRequest<NestHttpRequest>();
-    if (idem === false || !idem.covers(request.method)) return next.handle();
+    if (idem === false || !idem.covers(request.method) || taken.has(request)) return next.handle();
+    taken.add(request); // a second module's interceptor (two forRoot imports) passes it on
     const response = http.getResponse<ServerResponse | { raw: ServerResponse }>();
     const res = nodeResponse(response);
     return new Observable((subscriber) => {
+      let execution: Execution<NestHttpRequest> | undefined;
+      let inner: { unsubscribe(): void } | undefined;
+      let done = false;
+      const run = () => {
+        inner = next.handle().subscribe({
+          next: (value) => subscriber.next(value),
+          error: (error: unknown) => {
+            done = true;
+            subscriber.error(error);
+          },
+          complete: () => {
+            done = true;
+            subscriber.complete();
+          },
+        });
+      };
       const { method, headers } = request;
       const url = request.originalUrl ?? request.url;
       const parts = {
@@ -146,7 +187,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
         .then(async (result) => {
           switch (result.action) {
             case 'proceed':
-              return next.handle().subscribe(subscriber);
+              return run();
             case 'reject':
               // Answered here: the handler does not run, and nothing is emitted for Nest to send.
               hijack(response);
@@ -156,13 +197,23 @@ export class IdempotencyInterceptor implements NestInterceptor {
               return writeResponse(res, result.response);
           }
           if (!(await startExecution(result.execution, res))) return; // the client left: run nothing
-          request.idempotency = result.execution;
-          return next.handle().subscribe(subscriber);
+          execution = result.execution;
+          request.idempotency = execution;
+          return run();
         })
         .catch((error: unknown) => subscriber.error(error));
+      // Nest tears the handler down when its client leaves: a handler stopped before it answered has no answer
+      // to store, and its key is released (what was written by then settles it as ever).
+      return () => {
+        inner?.unsubscribe();
+        if (!done && execution !== undefined && !res.headersSent) void execution.abort();
+      };
     });
   }
 }
+
+/** Requests an interceptor of this package has taken. */
+const taken = new WeakSet<object>();
 
 /** Fastify must be told that an answer written on its raw response is not its own to send. */
 function hijack(response: object): void {
