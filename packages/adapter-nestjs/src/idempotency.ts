@@ -25,7 +25,7 @@ import {
   SetMetadata,
 } from '@nestjs/common';
 import { APP_INTERCEPTOR, Reflector } from '@nestjs/core';
-import { Observable } from 'rxjs';
+import { Observable, type Observer, type Subscriber, type Unsubscribable } from 'rxjs';
 
 /** The request of either platform, as the hooks (`scope`, `formatError`, `redact`) receive it. */
 export interface NestHttpRequest {
@@ -41,7 +41,8 @@ export interface NestHttpRequest {
   readonly routeOptions?: { readonly url?: string };
   readonly raw?: { readonly readableEnded?: boolean };
   readonly readableEnded?: boolean;
-  idempotency?: Execution<NestHttpRequest> | undefined;
+  /** The execution under the reserved key, in the handler; `null` while none (or when the request runs without one). */
+  idempotency?: Execution<NestHttpRequest> | null | undefined;
   [other: string]: unknown;
 }
 
@@ -150,70 +151,97 @@ export class IdempotencyInterceptor implements NestInterceptor {
     const idem = context.getType() === 'http' ? this.#coordinatorOf(context) : false;
     const http = context.switchToHttp();
     const request = http.getRequest<NestHttpRequest>();
-    if (idem === false || !idem.covers(request.method) || taken.has(request)) return next.handle();
-    taken.add(request); // a second module's interceptor (two forRoot imports) passes it on
+    // Taken once: a second module's interceptor (two forRoot imports) passes it on.
+    if (idem === false || !idem.covers(request.method) || request.idempotency !== undefined)
+      return next.handle();
+    request.idempotency = null;
     const response = http.getResponse<ServerResponse | { raw: ServerResponse }>();
-    const res = nodeResponse(response);
-    return new Observable((subscriber) => {
-      let execution: Execution<NestHttpRequest> | undefined;
-      let inner: { unsubscribe(): void } | undefined;
-      let done = false;
-      const run = () => {
-        inner = next.handle().subscribe({
-          next: (value) => subscriber.next(value),
-          error: (error: unknown) => {
-            done = true;
-            subscriber.error(error);
-          },
-          complete: () => {
-            done = true;
-            subscriber.complete();
-          },
-        });
-      };
-      const { method, headers } = request;
-      const url = request.originalUrl ?? request.url;
-      const parts = {
-        method,
-        url,
-        headers,
-        route: routeOf(request),
-        body: bodyOf(request),
-        scope: this.#options.scope?.(request),
-        host: request,
-      };
-      idem
-        .begin(describeRequest(idem, res, parts))
-        .then(async (result) => {
-          switch (result.action) {
-            case 'proceed':
-              return run();
-            case 'reject':
-              // Answered here: the handler does not run, and nothing is emitted for Nest to send.
-              hijack(response);
-              return writeResponse(res, errorResponse(result.error, request, this.#options.formatError));
-            case 'replay':
-              hijack(response);
-              return writeResponse(res, result.response);
-          }
-          if (!(await startExecution(result.execution, res))) return; // the client left: run nothing
-          execution = result.execution;
-          request.idempotency = execution;
-          return run();
-        })
-        .catch((error: unknown) => subscriber.error(error));
-      // Nest tears the handler down when its client leaves: a handler stopped before it answered has no answer
-      // to store, and its key is released (what was written by then settles it as ever).
-      return () => {
-        inner?.unsubscribe();
-        if (!done && execution !== undefined && !res.headersSent) void execution.abort();
-      };
-    });
+    const options = this.#options;
+    return new Observable(
+      (subscriber) => new Interception(idem, options, request, response, next, subscriber),
+    );
   }
 }
 
-/** Requests an interceptor of this package has taken. */
-const taken = new WeakSet<object>();
+/**
+ * One intercepted request, from `begin` to the handler's end: the observer of the handler's observable, and
+ * the teardown of the one Nest subscribes to (a class rather than closures: one object per request).
+ */
+class Interception implements Observer<unknown>, Unsubscribable {
+  readonly #res: ServerResponse;
+  #execution: Execution<NestHttpRequest> | undefined;
+  #inner: Unsubscribable | undefined;
+  #done = false;
+
+  constructor(
+    idem: Idempotency<NestHttpRequest>,
+    options: NestIdempotencyOptions,
+    private readonly request: NestHttpRequest,
+    private readonly response: ServerResponse | { raw: ServerResponse },
+    private readonly handler: CallHandler,
+    private readonly subscriber: Subscriber<unknown>,
+  ) {
+    this.#res = nodeResponse(response);
+    this.#start(idem, options).catch((error: unknown) => subscriber.error(error));
+  }
+
+  async #start(idem: Idempotency<NestHttpRequest>, options: NestIdempotencyOptions): Promise<void> {
+    const { request } = this;
+    const res = this.#res;
+    const parts = {
+      method: request.method,
+      url: request.originalUrl ?? request.url,
+      headers: request.headers,
+      route: routeOf(request),
+      body: bodyOf(request),
+      scope: options.scope?.(request),
+      host: request,
+    };
+    const result = await idem.begin(describeRequest(idem, res, parts));
+    switch (result.action) {
+      case 'proceed':
+        return this.#run();
+      case 'reject':
+        // Answered here: the handler does not run, and nothing is emitted for Nest to send.
+        hijack(this.response);
+        return writeResponse(res, errorResponse(result.error, request, options.formatError));
+      case 'replay':
+        hijack(this.response);
+        return writeResponse(res, result.response);
+    }
+    if (!(await startExecution(result.execution, res))) return; // the client left: run nothing
+    this.#execution = result.execution;
+    request.idempotency = result.execution;
+    return this.#run();
+  }
+
+  #run(): void {
+    this.#inner = this.handler.handle().subscribe(this);
+  }
+
+  next(value: unknown): void {
+    this.subscriber.next(value);
+  }
+
+  error(error: unknown): void {
+    this.#done = true;
+    this.subscriber.error(error);
+  }
+
+  complete(): void {
+    this.#done = true;
+    this.subscriber.complete();
+  }
+
+  /**
+   * Nest tears the handler down when its client leaves: a handler stopped before it answered has no answer to
+   * store, and its key is released (what was written by then settles it as ever).
+   */
+  unsubscribe(): void {
+    this.#inner?.unsubscribe();
+    if (!this.#done && this.#execution !== undefined && !this.#res.headersSent) void this.#execution.abort();
+  }
+}
 
 /** Fastify must be told that an answer written on its raw response is not its own to send. */
 function hijack(response: object): void {
