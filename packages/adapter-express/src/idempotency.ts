@@ -1,7 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { createIdempotency, type Execution, errorResponse, UNSEEN_BODY } from '@idem/core';
+import { createIdempotency, type Execution, errorResponse } from '@idem/core';
 import type { NodeIdempotencyOptions } from '@idem/node-http';
-import { declaresBody, describeRequest, startExecution, writeResponse } from '@idem/node-http';
+import { bodyOfParsed, describeRequest, startExecution, writeResponse } from '@idem/node-http';
 import type { Request, RequestHandler } from 'express';
 
 declare global {
@@ -36,12 +36,7 @@ function defaultRoute(req: Request): string {
  * Raw bytes are the exact identity: a parsed body has lost what doubles cannot hold (`1e400`, big integers).
  */
 function bodyOf(req: Request): unknown {
-  const raw = (req as { rawBody?: unknown }).rawBody;
-  if (Buffer.isBuffer(raw) || typeof raw === 'string') return raw;
-  // Express 4's JSON parser sets `req.body = {}` even for a body it does not parse: only a body that was
-  // read to its end is the one the parser saw.
-  if (declaresBody(req.headers) && !(req.readableEnded && req.body !== undefined)) return UNSEEN_BODY;
-  return req.body;
+  return bodyOfParsed(req.headers, req.readableEnded, (req as { rawBody?: unknown }).rawBody, req.body);
 }
 
 /**

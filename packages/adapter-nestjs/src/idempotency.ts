@@ -5,10 +5,9 @@ import {
   errorResponse,
   type Idempotency,
   type IdempotencyOverrides,
-  UNSEEN_BODY,
 } from '@idem/core';
 import {
-  declaresBody,
+  bodyOfParsed,
   describeRequest,
   type NodeIdempotencyOptions,
   startExecution,
@@ -80,10 +79,8 @@ function routeOf(request: NestHttpRequest): string {
  * `UNSEEN_BODY` (answered 415 before anything is reserved).
  */
 function bodyOf(request: NestHttpRequest): unknown {
-  if (Buffer.isBuffer(request.rawBody)) return request.rawBody;
   const ended = request.raw?.readableEnded ?? request.readableEnded;
-  if (declaresBody(request.headers) && !(ended === true && request.body !== undefined)) return UNSEEN_BODY;
-  return request.body;
+  return bodyOfParsed(request.headers, ended, request.rawBody, request.body);
 }
 
 /**

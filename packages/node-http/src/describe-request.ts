@@ -1,5 +1,5 @@
 import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
-import type { Idempotency, IdempotentRequest } from '@idem/core';
+import { type Idempotency, type IdempotentRequest, UNSEEN_BODY } from '@idem/core';
 import { clientGoneSignal } from './client-gone.js';
 
 /** A request as a Node.js adapter has it: what {@link describeRequest} turns into what `begin` needs. */
@@ -29,6 +29,27 @@ export interface NodeRequestParts<Host> {
  */
 export function declaresBody(headers: IncomingHttpHeaders): boolean {
   return headers['transfer-encoding'] !== undefined || Number(headers['content-length']) > 0;
+}
+
+/**
+ * The body `begin` hashes, from what a body parser left on a Node.js request: its raw bytes where the parser
+ * kept them (exact: `1e400` and big integers keep their text), else the parsed body; `UNSEEN_BODY` for a body
+ * the request declares ({@link declaresBody}) that no parser read to its end (answered 415 before anything is
+ * reserved).
+ *
+ * @param readableEnded whether the request's stream was read to its end
+ * @example
+ * const body = bodyOfParsed(req.headers, req.readableEnded, req.rawBody, req.body);
+ */
+export function bodyOfParsed(
+  headers: IncomingHttpHeaders,
+  readableEnded: boolean | undefined,
+  rawBody: unknown,
+  parsed: unknown,
+): unknown {
+  if (Buffer.isBuffer(rawBody) || typeof rawBody === 'string') return rawBody;
+  if (declaresBody(headers) && !(readableEnded === true && parsed !== undefined)) return UNSEEN_BODY;
+  return parsed;
 }
 
 /**

@@ -1,5 +1,5 @@
 export { clientGoneSignal, isResponseGone } from './client-gone.js';
-export { declaresBody, describeRequest, type NodeRequestParts } from './describe-request.js';
+export { bodyOfParsed, declaresBody, describeRequest, type NodeRequestParts } from './describe-request.js';
 export { type KeptBody, keepBody } from './keep-body.js';
 export type { NodeIdempotencyOptions } from './options.js';
 export { type ResponseSettlement, settleOnResponse } from './settle-on-response.js';
