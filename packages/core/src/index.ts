@@ -66,6 +66,16 @@ export {
   type QueryInput,
   UNSEEN_BODY,
 } from './fingerprint.js';
+export {
+  checkListParams,
+  checkStatsParams,
+  decodeRecordCursor,
+  encodeRecordCursor,
+  listedBy,
+  listedRecord,
+  recordStateAt,
+  StatsTally,
+} from './inspection.js';
 export { type KeyFormat, type KeyValidator, parseIdempotencyKey } from './key-format.js';
 export {
   type ExecutionState,
@@ -104,15 +114,23 @@ export {
   type FinalizeParams,
   type IdempotencyRecord,
   type IdempotencyStore,
+  type ListedRecord,
+  type ListedResponse,
+  type ListParams,
+  MAX_LIST_LIMIT,
   type OwnedRecordRef,
   type PurgeParams,
+  type RecordPage,
   type RecordRef,
+  type RecordStateAt,
   type RenewLeaseParams,
   type ReplayCache,
   type ReserveParams,
   type ReserveResult,
+  type StatsParams,
   type StoredResponse,
   type StoreLimits,
+  type StoreStats,
   systemClock,
   type TransactionalStore,
 } from './types.js';

@@ -104,6 +104,74 @@ export interface PurgeParams {
   readonly limit: number;
 }
 
+/**
+ * What a record is at a given time, as an operator sees it: `expired` once `expiresAtMs <= nowMs` (in flight or
+ * completed: `reserve` may replace it and nothing replays it), else `in-flight` or `completed`.
+ */
+export type RecordStateAt = 'in-flight' | 'completed' | 'expired';
+
+/** Arguments of {@link IdempotencyStore.list}. */
+export interface ListParams {
+  /** Only the records of this scope. @default every scope */
+  readonly scope?: string;
+  /** Only the records in this state at `nowMs`. @default every state */
+  readonly state?: RecordStateAt;
+  /** Where the previous page ended ({@link RecordPage.cursor}); omitted for the first page. */
+  readonly cursor?: string;
+  /** The most records on this page: an integer from 1 to {@link MAX_LIST_LIMIT}. */
+  readonly limit: number;
+  /** The caller's current time, epoch ms: what `state` is judged at. */
+  readonly nowMs: number;
+  /** Include each stored body. @default false: bodies are never read out unless asked for */
+  readonly bodies?: boolean;
+}
+
+/** The largest page {@link IdempotencyStore.list} returns. */
+export const MAX_LIST_LIMIT = 1000;
+
+/** A stored response as {@link IdempotencyStore.list} shows it: its size always, its bytes only when asked. */
+export interface ListedResponse {
+  readonly status: number;
+  readonly headers: Readonly<Record<string, string>>;
+  /** The body's size in bytes, `null` when there is none (no body, or an omitted one). */
+  readonly bodyBytes: number | null;
+  readonly bodyOmitted?: true;
+  /** The body, present only when the list was asked for `bodies`. */
+  readonly body?: Uint8Array | null;
+}
+
+/** A record as {@link IdempotencyStore.list} shows it. */
+export interface ListedRecord extends Omit<IdempotencyRecord, 'response'> {
+  readonly response: ListedResponse | null;
+}
+
+/** One page of {@link IdempotencyStore.list}. */
+export interface RecordPage {
+  readonly records: readonly ListedRecord[];
+  /** Pass it as `cursor` for the next page; `null` when there is none. Opaque: only its store reads it. */
+  readonly cursor: string | null;
+}
+
+/** Arguments of {@link IdempotencyStore.stats}. */
+export interface StatsParams {
+  /** The caller's current time, epoch ms: what each record's state is judged at. */
+  readonly nowMs: number;
+  /** Only the records of this scope. @default every scope */
+  readonly scope?: string;
+}
+
+/** What {@link IdempotencyStore.stats} counts, at the caller's `nowMs`. */
+export interface StoreStats {
+  readonly inFlight: number;
+  /** In-flight records whose lease has lapsed (`leaseUntilMs <= nowMs`): a handler that died or hangs. */
+  readonly leaseLapsed: number;
+  readonly completed: number;
+  /** Expired records not purged yet (0 for a store whose backend deletes them itself). */
+  readonly expired: number;
+  /** `createdAtMs` of the oldest in-flight record, `null` when none is in flight. */
+  readonly oldestInFlightCreatedAtMs: number | null;
+}
+
 /** What a store can hold, declared so that the coordinator stays within it. */
 export interface StoreLimits {
   /**
@@ -168,6 +236,25 @@ export interface IdempotencyStore {
    * MUST be safe to run from many nodes at once; the caller loops in batches until a batch comes back short.
    */
   purgeExpired(params: PurgeParams): Promise<number>;
+
+  /**
+   * An operator's delete: remove the record of (scope, key) whatever its state, in flight or completed, with
+   * no owner check. `true` when a record was deleted. A retry of a forgotten key executes again, and an in-flight
+   * handler that still runs loses its fence (its finalize answers `false`). Optional; the conformance kit tests
+   * it when present. A per-node replay cache elsewhere may go on replaying the record until it ages out.
+   */
+  forget?(params: RecordRef): Promise<boolean>;
+
+  /**
+   * Records in a stable order of the store's choosing, a page at a time: every record present from the first
+   * page to the last is listed at least once (the SQL and memory stores list each once, by scope and key).
+   * Bodies are read only when `bodies` is set. A cursor another store made, or a malformed one, is refused with a
+   * `RangeError`. Optional; for inspection, never on a request's path.
+   */
+  list?(params: ListParams): Promise<RecordPage>;
+
+  /** Counts by state at `nowMs` and the age of the oldest in-flight record. Optional; for inspection. */
+  stats?(params: StatsParams): Promise<StoreStats>;
 
   /** Release what the store opened itself. MUST NOT close a client or pool the user passed in. */
   close?(): Promise<void>;
