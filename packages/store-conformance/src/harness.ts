@@ -43,21 +43,45 @@ export interface ConformanceOptions {
    * @default undefined (the store purges: the purge-count tests run)
    */
   readonly nativeExpiry?: { readonly reason: string };
+  /**
+   * The optional inspection methods the store implements, so that their groups test them. Tests are registered
+   * before any store is made (`makeStore` may be async, and runners such as jest collect synchronously), so
+   * the kit cannot look for itself. A group whose method is not declared registers one test instead, which
+   * passes for a store without the method and fails for a store that has it (declare it, then), so that
+   * neither a missing declaration nor a missing method goes unnoticed.
+   * @default [] (the store has none of them)
+   */
+  readonly inspection?: readonly InspectionMethod[];
 }
+
+/** The optional methods of the store SPI that the kit's inspection groups test. */
+export type InspectionMethod = 'forget' | 'list' | 'stats';
+
+const INSPECTION_METHODS: readonly InspectionMethod[] = ['forget', 'list', 'stats'];
 
 export interface ResolvedOptions {
   readonly concurrency: number;
   readonly instances: number;
   readonly largeBodyBytes: number;
   readonly nativeExpiry: { readonly reason: string } | undefined;
+  readonly inspection: ReadonlySet<InspectionMethod>;
 }
 
 export function resolveOptions(options: ConformanceOptions = {}): ResolvedOptions {
+  const inspection = new Set(options.inspection ?? []);
+  for (const method of inspection) {
+    if (!INSPECTION_METHODS.includes(method)) {
+      throw new TypeError(
+        `inspection lists ${JSON.stringify(method)}; the optional methods are ${INSPECTION_METHODS.join(', ')}`,
+      );
+    }
+  }
   return {
     concurrency: options.concurrency ?? 50,
     instances: options.instances ?? 5,
     largeBodyBytes: options.largeBodyBytes ?? 1024 * 1024,
     nativeExpiry: options.nativeExpiry,
+    inspection,
   };
 }
 

@@ -1,10 +1,13 @@
 import { concurrencyGroup } from './groups/concurrency.js';
 import { expiryGroup } from './groups/expiry.js';
 import { fencingGroup } from './groups/fencing.js';
+import { forgetGroup } from './groups/forget.js';
 import { limitsGroup } from './groups/limits.js';
+import { listGroup } from './groups/list.js';
 import { payloadGroup } from './groups/payloads.js';
 import { reserveGroup } from './groups/reserve.js';
 import { scopingGroup } from './groups/scoping.js';
+import { statsGroup } from './groups/stats.js';
 import type { ConformanceGroup, ConformanceOptions, MakeStore, TestHarness } from './harness.js';
 
 /** Every group of the kit, by name. */
@@ -16,6 +19,9 @@ export const conformanceGroups = {
   limits: limitsGroup,
   expiry: expiryGroup,
   concurrency: concurrencyGroup,
+  forget: forgetGroup,
+  list: listGroup,
+  stats: statsGroup,
 } as const satisfies Record<string, ConformanceGroup>;
 
 /**
@@ -26,7 +32,9 @@ export const conformanceGroups = {
  *
  * @example
  * import { describe, test } from 'vitest';
- * storeConformance({ describe, test }, () => ({ store: createMemoryStore() }));
+ * storeConformance({ describe, test }, () => ({ store: createMemoryStore() }), {
+ *   inspection: ['forget', 'list', 'stats'], // the optional methods it has
+ * });
  */
 export function storeConformance(
   harness: TestHarness,

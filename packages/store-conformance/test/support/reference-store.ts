@@ -1,10 +1,18 @@
 import {
+  checkListParams,
+  checkStatsParams,
   decideReservation,
+  decodeRecordCursor,
+  encodeRecordCursor,
   type IdempotencyRecord,
   type IdempotencyStore,
+  listedBy,
+  listedRecord,
   newReservation,
+  type RecordRef,
   type ReserveParams,
   type ReserveResult,
+  StatsTally,
 } from '@idem/core';
 
 /** The decision every correct reserve makes, given what is there now. */
@@ -20,6 +28,10 @@ export function decideReserve(existing: IdempotencyRecord | undefined, p: Reserv
   }
   return { outcome: 'reserved', record: newReservation(p), tookOver: false };
 }
+
+/** (scope, key) order, as the reference store lists. */
+export const byRef = (a: RecordRef, b: RecordRef): number =>
+  a.scope < b.scope ? -1 : a.scope > b.scope ? 1 : a.key < b.key ? -1 : a.key > b.key ? 1 : 0;
 
 /**
  * The simplest correct store, to prove the kit passes what it should. Each test's broken store replaces one
@@ -71,6 +83,28 @@ export function createReferenceStore(
         }
       }
       return count;
+    },
+    async forget({ scope, key }) {
+      return records.delete(id(scope, key));
+    },
+    async list(params) {
+      checkListParams(params);
+      const after = params.cursor === undefined ? undefined : decodeRecordCursor(params.cursor);
+      const listed = [...records.values()]
+        .filter((record) => listedBy(params, record) && (after === undefined || byRef(record, after) > 0))
+        .sort(byRef);
+      const page = listed.slice(0, params.limit);
+      const last = page.at(-1);
+      return {
+        records: page.map((record) => listedRecord(record, params.bodies === true)),
+        cursor: listed.length > params.limit && last !== undefined ? encodeRecordCursor(last) : null,
+      };
+    },
+    async stats(params) {
+      checkStatsParams(params);
+      const tally = new StatsTally(params);
+      for (const record of records.values()) tally.add(record);
+      return tally.result();
     },
   };
   return { ...store, ...breakIt(records, store) };
