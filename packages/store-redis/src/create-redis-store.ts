@@ -7,6 +7,7 @@ import {
 } from '@idem/core';
 import { isNoScript, type RedisConnection, type ReplicaAck, type Reply } from './clients/connection.js';
 import { connectionOf } from './clients/index.js';
+import { inspection } from './inspection.js';
 import { checkPrefix, DEFAULT_PREFIX, recordKey } from './key-layout.js';
 import { checkRef, checkReserve, checkResponse, checkTime } from './limits.js';
 import { decodeRecord, digits16, encodeCompletion, encodeInFlight } from './record.js';
@@ -26,7 +27,7 @@ export interface RedisStoreOptions {
    */
   readonly maxBodyBytes?: number;
   /**
-   * Wait until `count` replicas acknowledged each write (reserve, finalize, release) with `WAIT count
+   * Wait until `count` replicas acknowledged each write (reserve, finalize, release, forget) with `WAIT count
    * timeoutMs`. Fewer acknowledgements within `timeoutMs` make the call fail as a store fault (the coordinator
    * answers 503 with `Retry-After`). Redis replicates asynchronously: without this a failover can lose a
    * reservation or a stored answer. `WAIT` blocks the connection it runs on until it returns.
@@ -74,6 +75,10 @@ const asValue = (reply: Reply | undefined): Buffer => {
  * record or returns the current one, or an `EVALSHA` of one Lua script where a decision must be taken and written
  * at once (the script is loaded again on `NOSCRIPT`). Records expire in Redis at their `expiresAtMs`, so
  * `purgeExpired` has nothing to do.
+ *
+ * For operators: `forget` is one `DEL`; `list` and `stats` SCAN the keys under the prefix, on the server or on
+ * every master of a Cluster, so a full pass costs O(keys in the database), and `stats` reads every record. A key
+ * under the prefix shaped like a record's (`<prefix>{…}`) that is not one fails them, named in the error.
  *
  * @param client An ioredis or node-redis client (connected, or connecting: it is the client's queue that waits).
  * @param options See {@link RedisStoreOptions}.
@@ -220,6 +225,8 @@ function build(
     return outcome.result;
   }
 
+  const { list, stats } = inspection(connection, prefix, async (key) => (await script(key, ['head'])).reply);
+
   return {
     client: connection.name,
     limits: { maxBodyBytes },
@@ -254,5 +261,15 @@ function build(
       // has not deleted yet as expired. There is nothing to scan for, so nothing is counted.
       return 0;
     },
+    async forget(ref) {
+      checkRef(ref);
+      const key = recordKey(prefix, ref.scope, ref.key);
+      const { reply, acknowledged } = await connection.send(key, ['DEL', key], replicas);
+      if (reply !== 1) return false;
+      checkAck('forget', acknowledged);
+      return true;
+    },
+    list,
+    stats,
   };
 }

@@ -60,6 +60,22 @@ const malformed = (why: string) =>
   );
 
 /**
+ * The record from the head of its value (up to the body, as the script's `head` reads it) and the value's whole
+ * length: its body is not there (an empty one stands for it when the record has one) and `bodyBytes` is its
+ * size, `null` when there is none.
+ */
+export function decodeRecordHead(
+  ref: RecordRef,
+  head: Buffer,
+  valueBytes: number,
+): { record: IdempotencyRecord; bodyBytes: number | null } {
+  const record = decodeRecord(ref, head);
+  const body = record.response?.body ?? null;
+  if (body !== null && body.byteLength !== 0) throw malformed('a head with body bytes');
+  return { record, bodyBytes: body === null ? null : valueBytes - head.byteLength };
+}
+
+/**
  * The record from its value. Scope and key are the caller's: the Redis key is made from them, so they are not
  * stored again.
  */

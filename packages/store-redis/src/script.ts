@@ -54,6 +54,16 @@ if op == 'reserve' then
   return {${ReserveCode.Created}}
 end
 
+if op == 'head' then
+  -- The value up to its body (state, times, fingerprint, owner, headers) and the value's length, for list and
+  -- stats: a body of megabytes is never sent to read a record's state. nil when there is no record.
+  local n = redis.call('STRLEN', k)
+  if n == 0 then return false end
+  local at = 54
+  for _ = 1, 3 do at = at + 8 + tonumber(redis.call('GETRANGE', k, at, at + 7)) end
+  return {redis.call('GETRANGE', k, 0, at - 1), n}
+end
+
 -- The fenced operations (ARGV[2] is the owner): only the owner of an in-flight record. Read without the
 -- table parse() builds: this is the hot path of every request.
 local v = redis.call('GET', k)

@@ -1,3 +1,5 @@
+import { createHash } from 'node:crypto';
+
 /** A reply with every bulk string as a Buffer (binary-safe), integers as numbers, nil as null. */
 export type Reply = Buffer | number | null | readonly Reply[];
 
@@ -8,6 +10,25 @@ export type Command = readonly [string, ...(string | Buffer)[]];
 export interface ReplicaAck {
   readonly count: number;
   readonly timeoutMs: number;
+}
+
+/** One node that holds keys: a standalone server, or one master of a Cluster. */
+export interface KeyNode {
+  /** `host:port` of a Cluster master (as the client knows it), `server` for a standalone connection. */
+  readonly address: string;
+  /** Run one keyless command (`SCAN …`) on this node, with replies as {@link RedisConnection.send} gives them. */
+  send(command: Command): Promise<Reply>;
+}
+
+/** The nodes to scan for keys, and what they serve. */
+export interface KeyNodes {
+  /** The server, or every master of the Cluster. */
+  readonly nodes: readonly KeyNode[];
+  /**
+   * A digest of which master serves which slot, as the client knows it now (`server` for a standalone
+   * connection): when it changes between two pages, keys may have moved between nodes.
+   */
+  readonly topology: string;
 }
 
 /**
@@ -25,6 +46,13 @@ export interface RedisConnection {
   send(key: string, command: Command, ack?: ReplicaAck): Promise<{ reply: Reply; acknowledged?: number }>;
   /** `SCRIPT LOAD source` everywhere a script can run: the server, or every master of a Cluster. */
   loadScript(source: string): Promise<void>;
+  /**
+   * What the client puts before every key it sends (ioredis `keyPrefix`; empty otherwise). SCAN's MATCH gets
+   * none of it, and the names SCAN returns hold it.
+   */
+  readonly keyPrefix: Buffer;
+  /** The nodes that hold the keys (see {@link KeyNodes}); a Cluster client that knows no master is a fault. */
+  keyNodes(): Promise<KeyNodes>;
 }
 
 /** Redis answers `NOSCRIPT …` when its script cache does not hold the SHA (restart, failover, SCRIPT FLUSH). */
@@ -41,18 +69,47 @@ const isQueued = (reply: Reply): boolean =>
  * the call fails as a fault instead of reading the word as a record or a script's answer.
  */
 export function refusingQueued(connection: RedisConnection): RedisConnection {
+  const refused = (command: Command, reply: Reply) => {
+    if (!isQueued(reply)) return;
+    throw new Error(
+      `redis store: ${command[0]} was queued in a MULTI transaction open on this ${connection.name} client; ` +
+        'give the store a client that is never left inside MULTI',
+    );
+  };
   return {
     name: connection.name,
+    keyPrefix: connection.keyPrefix,
     async send(key, command, ack) {
       const answer = await connection.send(key, command, ack);
-      if (isQueued(answer.reply)) {
-        throw new Error(
-          `redis store: ${command[0]} was queued in a MULTI transaction open on this ${connection.name} client; ` +
-            'give the store a client that is never left inside MULTI',
-        );
-      }
+      refused(command, answer.reply);
       return answer;
     },
     loadScript: (source) => connection.loadScript(source),
+    async keyNodes() {
+      const { nodes, topology } = await connection.keyNodes();
+      return {
+        topology,
+        nodes: nodes.map((node) => ({
+          address: node.address,
+          async send(command) {
+            const reply = await node.send(command);
+            refused(command, reply);
+            return reply;
+          },
+        })),
+      };
+    },
   };
+}
+
+/** A short digest of each slot's master (`owners[slot]`), in runs, for {@link KeyNodes.topology}. */
+export function slotsDigest(owners: (slot: number) => string | undefined): string {
+  const runs: string[] = [];
+  let previous: string | undefined;
+  for (let slot = 0; slot < 16384; slot++) {
+    const owner = owners(slot) ?? '';
+    if (slot === 0 || owner !== previous) runs.push(`${slot}=${owner}`);
+    previous = owner;
+  }
+  return createHash('sha256').update(runs.join(',')).digest('base64url').slice(0, 12);
 }

@@ -1,6 +1,6 @@
 import type { Cluster, Redis } from 'ioredis';
 import { classNames } from './class-chain.js';
-import type { Command, RedisConnection, Reply } from './connection.js';
+import { type Command, type KeyNode, type RedisConnection, type Reply, slotsDigest } from './connection.js';
 
 /**
  * An ioredis `Redis` or `Cluster`. ioredis mixes EventEmitter into both classes, which overwrites their
@@ -33,6 +33,8 @@ const METHODS = {
   GETEX: 'getexBuffer',
   EVALSHA: 'evalshaBuffer',
   EVAL: 'evalBuffer',
+  DEL: 'del',
+  SCAN: 'scanBuffer',
 } as const;
 
 /** ioredis Cluster's slot map read again from the cluster (a refresh under way is joined, not repeated). */
@@ -111,8 +113,39 @@ export function ioredisConnection(client: Redis | Cluster): RedisConnection {
   const redirectsLeak =
     client.isCluster && (client.options as { enableAutoPipelining?: boolean }).enableAutoPipelining === true;
 
+  const { keyPrefix } = options;
+  // ioredis writes a string keyPrefix as UTF-8 before the key (Command#_iterateKeys), a Buffer one as it is.
+  const prefixBytes =
+    keyPrefix === undefined || keyPrefix === null
+      ? Buffer.alloc(0)
+      : Buffer.isBuffer(keyPrefix)
+        ? keyPrefix
+        : Buffer.from(String(keyPrefix), 'utf8');
+  const keyNode = (address: string, node: Redis): KeyNode => ({
+    address,
+    async send([name, ...args]) {
+      return reply(await methodOf(node, name).apply(node, args));
+    },
+  });
+
   return {
     name: client.isCluster ? 'ioredis Cluster' : 'ioredis',
+    keyPrefix: prefixBytes,
+    async keyNodes() {
+      if (!client.isCluster) return { nodes: [keyNode('server', client as Redis)], topology: 'server' };
+      const cluster = client as Cluster;
+      if (cluster.nodes('master').length === 0) {
+        // Not connected yet (lazyConnect, or still connecting): a command waits for the slot map in the
+        // client's offline queue (or fails at once without one), as the store's other calls do.
+        await cluster.ping();
+      }
+      const masters = cluster.nodes('master');
+      if (masters.length === 0) throw new Error('redis store: the ioredis Cluster knows no master');
+      return {
+        nodes: masters.map((node) => keyNode(`${node.options.host}:${node.options.port}`, node)),
+        topology: slotsDigest((slot) => cluster.slots[slot]?.[0]),
+      };
+    },
     async send(_key, command, ack) {
       const [name, ...args] = wire(command);
       if (ack === undefined) {

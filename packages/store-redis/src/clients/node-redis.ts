@@ -1,6 +1,13 @@
 import { classNames } from './class-chain.js';
 
-import type { Command, RedisConnection, ReplicaAck, Reply } from './connection.js';
+import {
+  type Command,
+  type KeyNode,
+  type RedisConnection,
+  type ReplicaAck,
+  type Reply,
+  slotsDigest,
+} from './connection.js';
 
 /** The part of node-redis's `RedisClient` the store uses (its generics make the real type unwieldy here). */
 interface NodeRedisClient {
@@ -9,7 +16,9 @@ interface NodeRedisClient {
 /** The part of node-redis's `RedisCluster` the store uses. */
 interface NodeRedisCluster {
   sendCommand(firstKey: string, isReadonly: boolean, args: Command, options?: object): Promise<unknown>;
-  readonly masters: readonly object[];
+  readonly masters: readonly { readonly address: string }[];
+  /** Each slot's shard, by slot number (a slot no master serves is empty). */
+  readonly slots: readonly ({ readonly master: { readonly address: string } } | undefined)[];
   nodeClient(node: object): Promise<NodeRedisClient> | NodeRedisClient;
   /** The client of the master of `key`'s slot (node-redis 6.3 and later). */
   getNodeClientForKey?(key: string, isReadonly?: boolean): Promise<NodeRedisClient> | NodeRedisClient;
@@ -34,8 +43,15 @@ const wait = (count: number, timeoutMs: number): Command => ['WAIT', String(coun
 
 /** node-redis `createClient`: one connection, commands in order, so the WAIT follows the write on it. */
 export function nodeRedisClientConnection(client: NodeRedisClient): RedisConnection {
+  const server: KeyNode = {
+    address: 'server',
+    send: async (command) => (await client.sendCommand(command, BUFFERS)) as Reply,
+  };
   return {
     name: 'node-redis',
+    // node-redis's own keyPrefix applies to its typed commands only: the store's raw sendCommand bypasses it.
+    keyPrefix: Buffer.alloc(0),
+    keyNodes: async () => ({ nodes: [server], topology: 'server' }),
     async send(_key, command, ack) {
       const reply = (await client.sendCommand(command, BUFFERS)) as Reply;
       if (ack === undefined) return { reply };
@@ -86,6 +102,23 @@ export function nodeRedisClusterConnection(cluster: NodeRedisCluster): RedisConn
 
   return {
     name: 'node-redis cluster',
+    keyPrefix: Buffer.alloc(0),
+    async keyNodes() {
+      const { masters } = cluster;
+      if (masters.length === 0) throw new Error('redis store: the node-redis cluster knows no master');
+      return {
+        nodes: masters.map(
+          (master): KeyNode => ({
+            address: master.address,
+            async send(command) {
+              const node = await cluster.nodeClient(master);
+              return (await node.sendCommand(command, BUFFERS)) as Reply;
+            },
+          }),
+        ),
+        topology: slotsDigest((slot) => cluster.slots[slot]?.master.address),
+      };
+    },
     async send(key, command, ack) {
       if (ack === undefined)
         return { reply: (await cluster.sendCommand(key, false, command, BUFFERS)) as Reply };
