@@ -18,6 +18,7 @@ import { redisServerInstalled } from './support/private-servers.js';
 import {
   CLUSTER_NODES,
   clusterUp,
+  KIT_OPTIONS,
   REDIS_URL,
   redisUp,
   sweep,
@@ -376,9 +377,7 @@ describe.runIf(installed)('ioredis Cluster scaleReads on a cluster with a replic
       group(
         { describe, test },
         variantStoreFactory(variant, {}, async () => {}),
-        {
-          nativeExpiry: { reason: 'Redis deletes each record at its PXAT itself' },
-        },
+        KIT_OPTIONS,
       );
     }
   });

@@ -19,6 +19,7 @@ import {
   CLUSTER_NODES,
   clusterUp,
   isClusterKind,
+  KIT_OPTIONS,
   REDIS_URL,
   redisUp,
   sweep,
@@ -68,9 +69,7 @@ const variants: ClientVariant[] = [
 ];
 
 describe.each(variants.map((variant) => [variant.name, variant] as const))('%s', (_, variant) => {
-  storeConformance({ describe, test }, variantStoreFactory(variant), {
-    nativeExpiry: { reason: 'Redis deletes each record at its PXAT itself' },
-  });
+  storeConformance({ describe, test }, variantStoreFactory(variant), KIT_OPTIONS);
 
   test('a keyed request through the coordinator executes once and its retry replays (failMode open)', async () => {
     const opened = await variant.open();

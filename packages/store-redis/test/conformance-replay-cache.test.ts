@@ -1,7 +1,7 @@
 import { type MakeStore, storeConformance } from '@idem/store-conformance';
 import { withReplayCache } from '@idem/store-memory';
 import { describe, test } from 'vitest';
-import { NATIVE_EXPIRY, redisStoreFactory, redisUp } from './support/servers.js';
+import { KIT_OPTIONS, redisStoreFactory, redisUp } from './support/servers.js';
 
 /** The same store with a replay cache per instance, as each node would have its own. */
 const cached =
@@ -19,6 +19,6 @@ const cached =
 describe.runIf(await redisUp())(
   'withReplayCache over standalone Redis (ioredis, a client and a cache per instance)',
   () => {
-    storeConformance({ describe, test }, cached(redisStoreFactory('ioredis')), NATIVE_EXPIRY);
+    storeConformance({ describe, test }, cached(redisStoreFactory('ioredis')), KIT_OPTIONS);
   },
 );

@@ -1,13 +1,13 @@
 import { storeConformance } from '@idem/store-conformance';
 import { describe, test } from 'vitest';
-import { NATIVE_EXPIRY, redisStoreFactory, redisUp } from './support/servers.js';
+import { KIT_OPTIONS, redisStoreFactory, redisUp } from './support/servers.js';
 
 const up = await redisUp();
 
 describe.runIf(up)('standalone Redis, ioredis (a client per instance)', () => {
-  storeConformance({ describe, test }, redisStoreFactory('ioredis'), NATIVE_EXPIRY);
+  storeConformance({ describe, test }, redisStoreFactory('ioredis'), KIT_OPTIONS);
 });
 
 describe.runIf(up)('standalone Redis, node-redis (a client per instance)', () => {
-  storeConformance({ describe, test }, redisStoreFactory('node-redis'), NATIVE_EXPIRY);
+  storeConformance({ describe, test }, redisStoreFactory('node-redis'), KIT_OPTIONS);
 });

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import type { StoreUnderTest } from '@idem/store-conformance';
+import type { ConformanceOptions, StoreUnderTest } from '@idem/store-conformance';
 import { createRedisStore, type RedisStoreOptions } from '@idem/store-redis';
 import { Cluster, Redis } from 'ioredis';
 import { createClient, createCluster } from 'redis';
@@ -167,10 +167,14 @@ export function redisStoreFactory(kind: ClientKind, options: RedisStoreOptions =
   };
 }
 
-/** Why the Redis store replaces the kit's purge-count tests. */
-export const NATIVE_EXPIRY = {
+/**
+ * The kit's options for the Redis store: why it replaces the purge-count tests (Redis expires records itself),
+ * and the optional inspection methods it has, whose groups then run.
+ */
+export const KIT_OPTIONS: ConformanceOptions = {
   nativeExpiry: {
     reason:
       'every record carries PEXPIREAT at its expiresAtMs, so Redis deletes it itself and purgeExpired returns 0',
   },
+  inspection: ['forget', 'list', 'stats'],
 };
