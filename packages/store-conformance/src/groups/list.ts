@@ -180,7 +180,7 @@ export const listGroup: ConformanceGroup = (harness, makeStore, options) => {
           assertListing(listed, records);
           for (const record of records) {
             assert.deepEqual(
-              await store.load(record),
+              await store.load({ scope: record.scope, key: record.key }),
               record,
               `${idOf(record)}: listing MUST change nothing`,
             );
