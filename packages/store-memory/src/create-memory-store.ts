@@ -1,14 +1,26 @@
 import {
   type Clock,
+  checkListParams,
+  checkStatsParams,
   decideReservation,
+  decodeRecordCursor,
+  encodeRecordCursor,
   hasListeners,
   type IdempotencyEventListener,
   type IdempotencyRecord,
   type IdempotencyStore,
   IdemStoreLimitError,
+  type ListParams,
+  listedBy,
+  listedRecord,
   newReservation,
+  type RecordPage,
+  type RecordRef,
   type ReserveParams,
   type ReserveResult,
+  type StatsParams,
+  StatsTally,
+  type StoreStats,
   safeListener,
   systemClock,
 } from '@idem/core';
@@ -37,6 +49,16 @@ export interface MemoryStoreOptions {
 export interface MemoryStore extends IdempotencyStore {
   /** Records currently held: in flight and completed. */
   readonly size: number;
+  /** Delete the record of (scope, key), in flight or completed; `true` when there was one. */
+  forget(params: RecordRef): Promise<boolean>;
+  /**
+   * A page of records in (scope, key) order (by UTF-16 code units). The cursor is the last (scope, key) listed,
+   * so that paging goes on after it whatever was added or removed meanwhile: each record present throughout is
+   * listed exactly once. A page costs a pass over every record held (it is for inspection).
+   */
+  list(params: ListParams): Promise<RecordPage>;
+  /** Counts by state at `nowMs`, in one pass over every record held. */
+  stats(params: StatsParams): Promise<StoreStats>;
   close(): Promise<void>;
 }
 
@@ -44,6 +66,10 @@ const RECORD_OVERHEAD_BYTES = 256;
 
 // The scope's length first makes (scope, key) → id unambiguous whatever characters either holds.
 const idOf = (scope: string, key: string): string => `${scope.length}:${scope}${key}`;
+
+/** (scope, key) order, by UTF-16 code units: a total order, the one `list` pages in. */
+const compareRefs = (a: RecordRef, b: RecordRef): number =>
+  a.scope < b.scope ? -1 : a.scope > b.scope ? 1 : a.key < b.key ? -1 : a.key > b.key ? 1 : 0;
 
 /**
  * Create a store that keeps records in this process. It is atomic within one process only: use it for a single
@@ -122,6 +148,29 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): MemoryStore
     return { outcome: 'reserved', record, tookOver: decision === 'take-over' };
   };
 
+  /** Every record held, in flight and completed (the two never hold the same id), without touching recency. */
+  function* everyRecord(): Generator<IdempotencyRecord> {
+    yield* inFlight.values();
+    yield* completed.values();
+  }
+
+  const list = (params: ListParams): RecordPage => {
+    checkListParams(params);
+    const after = params.cursor === undefined ? undefined : decodeRecordCursor(params.cursor);
+    const listed: IdempotencyRecord[] = [];
+    for (const record of everyRecord()) {
+      if (listedBy(params, record) && (after === undefined || compareRefs(record, after) > 0))
+        listed.push(record);
+    }
+    listed.sort(compareRefs);
+    const page = listed.slice(0, params.limit);
+    const last = page.at(-1);
+    return {
+      records: page.map((record) => listedRecord(record, params.bodies === true)),
+      cursor: listed.length > page.length && last !== undefined ? encodeRecordCursor(last) : null,
+    };
+  };
+
   /** The in-flight record of (scope, key) if `owner` holds it. */
   const owned = (scope: string, key: string, owner: string): [string, IdempotencyRecord] | undefined => {
     const id = idOf(scope, key);
@@ -180,6 +229,19 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): MemoryStore
     },
     async purgeExpired(params) {
       return purgeExpired(params);
+    },
+    async forget({ scope, key }) {
+      const id = idOf(scope, key);
+      return inFlight.delete(id) || completed.delete(id);
+    },
+    async list(params) {
+      return list(params);
+    },
+    async stats(params) {
+      checkStatsParams(params);
+      const tally = new StatsTally(params);
+      for (const record of everyRecord()) tally.add(record);
+      return tally.result();
     },
     async close() {
       clearInterval(sweep);

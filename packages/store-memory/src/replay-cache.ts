@@ -3,6 +3,7 @@ import {
   type IdempotencyEventListeners,
   type IdempotencyRecord,
   type IdempotencyStore,
+  type RecordRef,
   type ReplayCache,
   safeListener,
   systemClock,
@@ -29,6 +30,9 @@ export interface ReplayCacheOptions {
 }
 
 const RECORD_OVERHEAD_BYTES = 256;
+/** How long, and for how many keys, a key forgotten through this node is not cached again (see `forget`). */
+const FORGOTTEN_MS = 5 * 60_000;
+const FORGOTTEN_ENTRIES = 10_000;
 const idOf = (scope: string, key: string): string => `${scope.length}:${scope}${key}`;
 const sizeOf = (record: IdempotencyRecord): number => {
   const { response } = record;
@@ -47,6 +51,11 @@ const sizeOf = (record: IdempotencyRecord): number => {
  * `reserve` replaces one only once it expired, and `purgeExpired` deletes only expired ones. So in-flight
  * records are never cached, and every fenced call (`finalize`, `release`, `renewLease`) and `purgeExpired` go
  * to the store, which stays the one place that decides. `limits` and `close` are the store's.
+ *
+ * The store's optional inspection methods are passed through when it has them (and only then): `list` and
+ * `stats` as they are, and `forget`, an operator's delete and the one way a completed record goes before it
+ * expires, also drops the record from this cache (and keeps it out for a few minutes, against reads already on
+ * their way). The caches of other nodes are not told: they may replay a forgotten record until it ages out.
  *
  * A coordinator that reserves in the host's transaction (`reserveIn: 'transaction'`, which goes past this
  * wrapper to the store's transactional view) uses the cache through the returned store's `replayCache`: it
@@ -84,6 +93,15 @@ export function withReplayCache(store: IdempotencyStore, options: ReplayCacheOpt
   const keep = (id: string, record: IdempotencyRecord | undefined, nowMs: number): void => {
     if (record !== undefined && record.response !== null && nowMs < record.expiresAtMs) cache.set(id, record);
   };
+  // `forget` is the one way a completed record goes before it expires. A reserve or load (or a transactional
+  // reserve offering its find) that read the store before a forget deleted the record may answer after the
+  // forget cleared the cache, and would put the forgotten record back. So a key forgotten through this node is
+  // not cached again for a while: longer than any store call takes, bounded in count. Forgets are rare.
+  const forgotten = new LRUCache<string, true>({ max: FORGOTTEN_ENTRIES, ttl: FORGOTTEN_MS });
+  /** `keep`, unless the key was forgotten on this node a moment ago. */
+  const keepRead = (id: string, record: IdempotencyRecord | undefined, nowMs: number): void => {
+    if (!forgotten.has(id)) keep(id, record, nowMs);
+  };
 
   const cached: IdempotencyStore = {
     async reserve(params) {
@@ -96,7 +114,7 @@ export function withReplayCache(store: IdempotencyStore, options: ReplayCacheOpt
       }
       emit({ type: 'cache', outcome: 'miss', operation: 'reserve', ...ref });
       const result = await store.reserve(params);
-      if (result.outcome === 'exists') keep(id, result.record, params.nowMs);
+      if (result.outcome === 'exists') keepRead(id, result.record, params.nowMs);
       return result;
     },
     async load(ref) {
@@ -106,7 +124,7 @@ export function withReplayCache(store: IdempotencyStore, options: ReplayCacheOpt
       emit({ type: 'cache', outcome: record === undefined ? 'miss' : 'hit', operation: 'load', ...ref });
       if (record !== undefined) return record;
       const loaded = await store.load(ref);
-      keep(id, loaded, nowMs);
+      keepRead(id, loaded, nowMs);
       return loaded;
     },
     finalize: (params) => store.finalize(params),
@@ -128,10 +146,36 @@ export function withReplayCache(store: IdempotencyStore, options: ReplayCacheOpt
       });
       return record;
     },
-    keep: (record, nowMs) => keep(idOf(record.scope, record.key), record, nowMs),
+    keep: (record, nowMs) => keepRead(idOf(record.scope, record.key), record, nowMs),
+  };
+  // The optional inspection methods are the store's, when it has them; forget also drops the cached record, or
+  // this node would go on replaying what the store no longer holds.
+  const forget = store.forget?.bind(store);
+  const list = store.list?.bind(store);
+  const stats = store.stats?.bind(store);
+  const inspection: Pick<IdempotencyStore, 'forget' | 'list' | 'stats'> = {
+    ...(forget === undefined
+      ? {}
+      : {
+          async forget(ref: RecordRef) {
+            const id = idOf(ref.scope, ref.key);
+            forgotten.set(id, true);
+            cache.delete(id);
+            try {
+              return await forget(ref);
+            } finally {
+              // From the end of the delete on: a read that started during it may still be on its way.
+              forgotten.set(id, true);
+              cache.delete(id);
+            }
+          },
+        }),
+    ...(list === undefined ? {} : { list }),
+    ...(stats === undefined ? {} : { stats }),
   };
   return {
     ...cached,
+    ...inspection,
     replayCache,
     ...(store.limits === undefined ? {} : { limits: store.limits }),
     ...(store.close === undefined ? {} : { close: async () => await store.close?.() }),

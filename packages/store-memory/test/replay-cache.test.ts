@@ -6,14 +6,18 @@ import { describe, expect, test } from 'vitest';
 
 // Each instance is a node with a cache of its own over the one shared store, as several processes would be.
 describe('withReplayCache over the memory store', () => {
-  storeConformance({ describe, test }, () => {
-    const inner = createMemoryStore({ sweepIntervalMs: false });
-    return {
-      store: withReplayCache(inner),
-      connect: async () => ({ ...withReplayCache(inner), close: async () => {} }),
-      cleanup: () => inner.close(),
-    };
-  });
+  storeConformance(
+    { describe, test },
+    () => {
+      const inner = createMemoryStore({ sweepIntervalMs: false });
+      return {
+        store: withReplayCache(inner),
+        connect: async () => ({ ...withReplayCache(inner), close: async () => {} }),
+        cleanup: () => inner.close(),
+      };
+    },
+    { inspection: ['forget', 'list', 'stats'] },
+  );
 });
 
 const NOW_MS = Date.UTC(2030, 0, 1);
@@ -183,5 +187,72 @@ describe('withReplayCache', () => {
     expect(calls).toEqual([]);
     const outcomes = events.map((event) => (event.type === 'cache' ? event.outcome : event.type));
     expect(outcomes).toEqual(['miss', 'miss', 'miss', 'hit', 'miss', 'miss', 'miss', 'hit']);
+  });
+});
+
+describe('withReplayCache and the inspection methods', () => {
+  test('forget deletes in the store and drops the cached record, so this node stops replaying it', async () => {
+    const inner = createMemoryStore({ sweepIntervalMs: false });
+    const cached = withReplayCache(inner, { clock: { nowMs: () => NOW_MS } });
+    const key = v7();
+    const ref = { scope: 's', key };
+    await cached.reserve(params(key));
+    await cached.finalize({ ...ref, owner: `owner-${key}`, response, nowMs: NOW_MS });
+    expect((await cached.reserve(params(key, NOW_MS + 1))).outcome).toBe('exists'); // now cached
+    expect(cached.replayCache?.get(ref, NOW_MS + 1)).toBeDefined();
+    expect(await cached.forget?.(ref)).toBe(true);
+    expect(await inner.load(ref)).toBeUndefined();
+    expect(cached.replayCache?.get(ref, NOW_MS + 1)).toBeUndefined();
+    expect(await cached.load(ref)).toBeUndefined();
+    const again = await cached.reserve(params(key, NOW_MS + 2));
+    expect(again.outcome).toBe('reserved'); // executes again, on this node too
+    expect(await cached.forget?.(ref)).toBe(true);
+    expect(await cached.forget?.(ref)).toBe(false);
+  });
+
+  test('a read on its way while forget runs does not put the forgotten record back in the cache', async () => {
+    const inner = createMemoryStore({ sweepIntervalMs: false });
+    const key = v7();
+    const ref = { scope: 's', key };
+    await inner.reserve(params(key));
+    await inner.finalize({ ...ref, owner: `owner-${key}`, response, nowMs: NOW_MS });
+    const stale = await inner.load(ref);
+    // A store whose load read the record before the forget, and answers after it.
+    let answer: (() => void) | undefined;
+    const slow: IdempotencyStore = {
+      ...inner,
+      load: async () => {
+        await new Promise<void>((resolve) => {
+          answer = resolve;
+        });
+        return stale;
+      },
+      forget: (r) => inner.forget(r),
+    };
+    const cached = withReplayCache(slow, { clock: { nowMs: () => NOW_MS } });
+    const loading = cached.load(ref);
+    expect(await cached.forget?.(ref)).toBe(true);
+    answer?.();
+    expect(await loading).toBe(stale); // what the store answered, as it answered it
+    expect(cached.replayCache?.get(ref, NOW_MS)).toBeUndefined(); // but not kept
+    cached.replayCache?.keep(stale as NonNullable<typeof stale>, NOW_MS); // nor offered by a transactional reserve
+    expect(cached.replayCache?.get(ref, NOW_MS)).toBeUndefined();
+    expect((await cached.reserve(params(key, NOW_MS + 1))).outcome).toBe('reserved');
+  });
+
+  test('list and stats are the store’s; none of the three appears over a store without it', async () => {
+    const inner = createMemoryStore({ sweepIntervalMs: false });
+    const cached = withReplayCache(inner);
+    await cached.reserve(params('a'));
+    expect(await cached.stats?.({ nowMs: NOW_MS })).toEqual(await inner.stats({ nowMs: NOW_MS }));
+    expect(await cached.list?.({ limit: 10, nowMs: NOW_MS })).toEqual(
+      await inner.list({ limit: 10, nowMs: NOW_MS }),
+    );
+    const { store } = counted(); // reserve … purgeExpired and close only
+    const bare = withReplayCache(store);
+    for (const method of ['forget', 'list', 'stats'] as const) expect(method in bare).toBe(false);
+    const { list: _list, ...withoutList } = inner;
+    const partial = withReplayCache(withoutList as IdempotencyStore);
+    expect(['forget' in partial, 'list' in partial, 'stats' in partial]).toEqual([true, false, true]);
   });
 });
