@@ -1,5 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { MAX_PRINCIPAL_CHARS, textProblem } from './catalog/limits.js';
+import { databaseUrl as parseDatabaseUrl } from './database/database-url.js';
+import { type IdempotencyStoreConfig, idempotencyStoreSettings } from './idempotency/store-settings.js';
 import { type ObservabilityConfig, observabilitySettings } from './observability/settings.js';
 import { quoted, SettingError } from './setting-error.js';
 
@@ -46,6 +48,8 @@ export interface ServerConfig {
     readonly maxWaitMs: number;
     /** Added to the lifetime before a record may be purged (clock skew between nodes). */
     readonly graceMs: number;
+    /** Where the records live, and so how a key is fenced (IDEMPOTENCY_STORE, IDEMPOTENCY_STORE_URL). */
+    readonly store: IdempotencyStoreConfig;
     /**
      * Completed records each node keeps in memory, so that a replay needs no transaction (0 entries: off).
      * Safe across nodes: a completed record never changes before it expires.
@@ -67,6 +71,9 @@ export interface ServerConfig {
   /** Metrics, logs, the audit log, health checks and traces (`src/observability`). */
   readonly observability: ObservabilityConfig;
 }
+
+/** The catalog's database when DATABASE_URL is not set. */
+export const DEFAULT_DATABASE_URL = 'sqlite:./data/catalog.db';
 
 const DURATION = /^P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?$/;
 
@@ -175,40 +182,6 @@ function logLevel(text: string | undefined): string {
   return text;
 }
 
-/**
- * The database URL: `sqlite:<file>` (`file:<file>` too, `sqlite::memory:`), `postgres://…` / `postgresql://…`
- * or `mysql://…`; anything else (another scheme, a bare path, a URL that does not parse) is refused, never
- * opened as a SQLite file of that name. The message never quotes the URL: it may hold a password.
- */
-function databaseUrl(text: string | undefined): string {
-  if (text === undefined || text === '') return 'sqlite:./data/catalog.db';
-  const accepts =
-    'sqlite:<file>, sqlite::memory:, postgres://user@host:port/database or mysql://user@host:port/database';
-  const scheme = /^([a-z][a-z0-9+.-]*):/i.exec(text)?.[1]?.toLowerCase();
-  if (scheme === 'sqlite' || scheme === 'file') {
-    if (/^(sqlite|file):$/i.test(text))
-      throw new SettingError(`DATABASE_URL names no file; it accepts ${accepts}`);
-    // Schemes are case-insensitive (RFC 3986); the database is opened by its lower-case scheme
-    // (database/open.ts).
-    return `${scheme}:${text.slice(scheme.length + 1)}`;
-  }
-  if (scheme === 'postgres' || scheme === 'postgresql' || scheme === 'mysql') {
-    let url: URL | undefined;
-    try {
-      url = new URL(text);
-    } catch {}
-    if (url === undefined || !text.slice(scheme.length + 1).startsWith('//') || url.hostname === '')
-      throw new SettingError(`DATABASE_URL is not a valid ${scheme}:// URL; it accepts ${accepts}`);
-    if (url.pathname === '' || url.pathname === '/')
-      throw new SettingError(
-        `DATABASE_URL names no database (${scheme}://host/<database>); it accepts ${accepts}`,
-      );
-    return `${scheme}:${text.slice(scheme.length + 1)}`;
-  }
-  const given = scheme === undefined ? 'a URL without a scheme' : `a ${quoted(`${scheme}:`)} URL`;
-  throw new SettingError(`DATABASE_URL must be ${accepts}; got ${given}`);
-}
-
 function host(text: string | undefined): string {
   if (text === undefined || text === '') return '127.0.0.1';
   if (!/^[A-Za-z0-9.:_-]{1,253}$/.test(text) && !/^\[[0-9A-Fa-f:.]+\]$/.test(text))
@@ -244,10 +217,13 @@ function lifetimeMs(text: string): number {
 export function loadConfig(environment: NodeJS.ProcessEnv = process.env): ServerConfig {
   const env = { ...fileSettings(environment.CONFIG_FILE), ...environment };
   const lifetime = env.IDEMPOTENCY_KEY_LIFETIME || 'PT30M';
+  const databaseUrl = env.DATABASE_URL
+    ? parseDatabaseUrl('DATABASE_URL', env.DATABASE_URL)
+    : DEFAULT_DATABASE_URL;
   return {
     host: host(env.HOST),
     port: count('PORT', env.PORT, 8181, 0, 65_535),
-    databaseUrl: databaseUrl(env.DATABASE_URL),
+    databaseUrl,
     warehouse: directory('WAREHOUSE', env.WAREHOUSE, './data/warehouse'),
     metadataFiles: {
       maxBytes: count('METADATA_MAX_BYTES', env.METADATA_MAX_BYTES, 16 * 1024 * 1024),
@@ -273,6 +249,10 @@ export function loadConfig(environment: NodeJS.ProcessEnv = process.env): Server
       leaseMs: count('IDEMPOTENCY_LEASE_MS', env.IDEMPOTENCY_LEASE_MS, 30_000),
       maxWaitMs: count('IDEMPOTENCY_MAX_WAIT_MS', env.IDEMPOTENCY_MAX_WAIT_MS, 5_000),
       graceMs: count('IDEMPOTENCY_GRACE_MS', env.IDEMPOTENCY_GRACE_MS, 60_000, 0),
+      store: idempotencyStoreSettings(env, {
+        databaseUrl,
+        poolSize: count('IDEMPOTENCY_POOL_SIZE', env.IDEMPOTENCY_POOL_SIZE, 10),
+      }),
       replayCache: {
         maxEntries: count('IDEMPOTENCY_REPLAY_CACHE_ENTRIES', env.IDEMPOTENCY_REPLAY_CACHE_ENTRIES, 0, 0),
         maxBytes: count(

@@ -91,6 +91,149 @@ const cases: { env: Record<string, string>; names: RegExp; never?: string }[] = 
   { env: { CONFIG_FILE: array }, names: /CONFIG_FILE .* must hold a JSON object/ },
   { env: { CONFIG_FILE: badInFile }, names: /DATABASE_POOL_SIZE must be a whole number .* got "eighty"/ },
   { env: { WAREHOUSE: notJson }, names: /WAREHOUSE ".*settings\.txt" cannot be used .*: it is a file/ },
+  // The idempotency store's settings: every combination that means nothing is refused, and the URL (which may
+  // hold a password) is never printed.
+  {
+    env: { IDEMPOTENCY_STORE: 'dynamo' },
+    names: /IDEMPOTENCY_STORE must be one of sql, memory, redis, got "dynamo"/,
+  },
+  {
+    env: { IDEMPOTENCY_STORE: 'memory', IDEMPOTENCY_STORE_URL: 'redis://:m3m-secret@127.0.0.1:6379' },
+    names: /IDEMPOTENCY_STORE_URL cannot be used with IDEMPOTENCY_STORE=memory/,
+    never: 'm3m-secret',
+  },
+  {
+    env: { IDEMPOTENCY_STORE: 'redis' },
+    names: /IDEMPOTENCY_STORE=redis needs IDEMPOTENCY_STORE_URL: redis:\/\//,
+  },
+  {
+    env: { IDEMPOTENCY_STORE_URL: 'redis://default:r3d-secret@127.0.0.1:6379' },
+    names: /IDEMPOTENCY_STORE_URL is a Redis URL, but IDEMPOTENCY_STORE is sql \(the default\)/,
+    never: 'r3d-secret',
+  },
+  {
+    env: { IDEMPOTENCY_STORE: 'sql', IDEMPOTENCY_STORE_URL: 'redis+cluster://u:c1u-secret@10.0.0.1:7000' },
+    names: /IDEMPOTENCY_STORE_URL is a Redis URL, but IDEMPOTENCY_STORE is sql: /,
+    never: 'c1u-secret',
+  },
+  {
+    env: { IDEMPOTENCY_STORE: 'redis', IDEMPOTENCY_STORE_URL: 'postgres://u:pg-s3cret@db/idem' },
+    names:
+      /IDEMPOTENCY_STORE_URL must be redis:\/\/.* with IDEMPOTENCY_STORE=redis; got a "postgres:" URL \(a database URL is for IDEMPOTENCY_STORE=sql\)/,
+    never: 'pg-s3cret',
+  },
+  {
+    env: { IDEMPOTENCY_STORE: 'redis', IDEMPOTENCY_STORE_URL: 'http://x:h77p-secret@evil.example/' },
+    names: /IDEMPOTENCY_STORE_URL must be redis:\/\/.*got a "http:" URL$/,
+    never: 'h77p-secret',
+  },
+  {
+    env: { IDEMPOTENCY_STORE_URL: 'ftp://admin:ftp-s3cret@db.example/x' },
+    names: /IDEMPOTENCY_STORE_URL must be sqlite:<file>.*"ftp:"/,
+    never: 'ftp-s3cret',
+  },
+  {
+    env: { IDEMPOTENCY_STORE_URL: 'postgres://u:n0db-secret@127.0.0.1:5432' },
+    names: /IDEMPOTENCY_STORE_URL names no database/,
+    never: 'n0db-secret',
+  },
+  {
+    env: {
+      DATABASE_URL: 'sqlite::memory:',
+      IDEMPOTENCY_STORE_URL: 'sqlite::memory:',
+      IDEMPOTENCY_STORE: 'memory',
+    },
+    names: /IDEMPOTENCY_STORE_URL cannot be used with IDEMPOTENCY_STORE=memory/,
+  },
+  {
+    env: {
+      DATABASE_URL: 'postgres://u:same-s3cret@127.0.0.1:5432/catalog',
+      IDEMPOTENCY_STORE_URL: 'postgresql://other:same-s3cret@127.0.0.1/catalog',
+    },
+    names: /IDEMPOTENCY_STORE_URL names the catalog's own database: leave it unset/,
+    never: 'same-s3cret',
+  },
+  {
+    env: {
+      DATABASE_URL: `sqlite:${join(dir, 'c.db')}`,
+      IDEMPOTENCY_STORE_URL: `file:${join(dir, '.', 'c.db')}`,
+    },
+    names: /IDEMPOTENCY_STORE_URL names the catalog's own database/,
+  },
+  {
+    env: { IDEMPOTENCY_STORE: 'redis', IDEMPOTENCY_STORE_URL: 'redis://:bad-s3cret@127.0.0.1:6379/0?tls=1' },
+    names: /IDEMPOTENCY_STORE_URL must have no query or fragment/,
+    never: 'bad-s3cret',
+  },
+  {
+    env: { IDEMPOTENCY_STORE: 'redis', IDEMPOTENCY_STORE_URL: 'redis://:p4th-secret@127.0.0.1:6379/idem/x' },
+    names: /IDEMPOTENCY_STORE_URL may name a Redis database only by its number/,
+    never: 'p4th-secret',
+  },
+  {
+    env: { IDEMPOTENCY_STORE: 'redis', IDEMPOTENCY_STORE_URL: 'redis:no-slashes-s3cret' },
+    names: /IDEMPOTENCY_STORE_URL is not a valid redis:\/\/ URL/,
+    never: 'no-slashes-s3cret',
+  },
+  {
+    // A newline a URL parser would drop (and a log would print on a line of its own).
+    env: {
+      IDEMPOTENCY_STORE: 'redis',
+      IDEMPOTENCY_STORE_URL: 'redis://:nl-s3cret@127.0.0.1:6379\nX-Injected: 1',
+    },
+    names: /IDEMPOTENCY_STORE_URL must not hold spaces or control characters/,
+    never: 'nl-s3cret',
+  },
+  {
+    env: { IDEMPOTENCY_STORE: 'redis', IDEMPOTENCY_STORE_URL: 'redis+cluster://:cl-s3cret@10.0.0.1:7000/0' },
+    names: /IDEMPOTENCY_STORE_URL must name nodes only/,
+    never: 'cl-s3cret',
+  },
+  {
+    env: {
+      IDEMPOTENCY_STORE: 'redis',
+      IDEMPOTENCY_STORE_URL: 'redis+cluster://:cl-s3cret@10.0.0.1,10.0.0.2:7000',
+    },
+    names: /IDEMPOTENCY_STORE_URL has a node that is not host:port/,
+    never: 'cl-s3cret',
+  },
+  {
+    env: {
+      IDEMPOTENCY_STORE: 'redis',
+      IDEMPOTENCY_STORE_URL: `redis+cluster://${Array.from({ length: 5000 }, (_, i) => `h${i}:7000`).join(',')}`,
+    },
+    names: /IDEMPOTENCY_STORE_URL names more than 64 nodes/,
+    never: 'h4999',
+  },
+  {
+    env: { IDEMPOTENCY_STORE: 'redis', IDEMPOTENCY_STORE_URL: 'redis+cluster://10.0.0.1:99999' },
+    names: /IDEMPOTENCY_STORE_URL has a node that is not host:port/,
+  },
+  {
+    env: { IDEMPOTENCY_STORE: 'redis', IDEMPOTENCY_STORE_URL: 'redis+cluster://u:%zz@10.0.0.1:7000' },
+    names: /IDEMPOTENCY_STORE_URL has credentials that are not percent-encoded properly/,
+  },
+  {
+    env: { IDEMPOTENCY_STORE: 'memory', IDEMPOTENCY_POOL_SIZE: '4' },
+    names: /IDEMPOTENCY_POOL_SIZE is the pool of a separate SQL store database/,
+  },
+  { env: { IDEMPOTENCY_POOL_SIZE: '4' }, names: /IDEMPOTENCY_POOL_SIZE is the pool of a separate SQL store/ },
+  {
+    env: { IDEMPOTENCY_STORE_URL: 'postgres://127.0.0.1/idem', IDEMPOTENCY_POOL_SIZE: '0' },
+    names: /IDEMPOTENCY_POOL_SIZE must be a whole number of at least 1, got "0"/,
+  },
+  {
+    env: {
+      IDEMPOTENCY_STORE: 'redis',
+      IDEMPOTENCY_STORE_URL: 'redis://127.0.0.1',
+      IDEMPOTENCY_STORE_PREFIX: 'a{b}',
+    },
+    names: /IDEMPOTENCY_STORE_PREFIX must be 1 to 200 visible ASCII characters without \{ or \}/,
+  },
+  {
+    env: { IDEMPOTENCY_STORE_PREFIX: 'catalog:' },
+    names: /IDEMPOTENCY_STORE_PREFIX is the Redis store's key prefix/,
+  },
   { env: { WAREHOUSE: join(notJson, 'sub') }, names: /WAREHOUSE .* cannot be used .*: a file stands/ },
 ];
 
@@ -125,4 +268,27 @@ describe('a bad setting stops the server with one line and exit code 2', () => {
     expect(code).toBe(1);
     expect(stdout).toContain('');
   }, 30_000);
+
+  test.each([
+    { IDEMPOTENCY_STORE: 'memory' },
+    {
+      IDEMPOTENCY_STORE: 'sql',
+      IDEMPOTENCY_STORE_URL: `sqlite:${join(dir, 'records.db')}`,
+      IDEMPOTENCY_POOL_SIZE: '3',
+    },
+    { IDEMPOTENCY_STORE: 'redis', IDEMPOTENCY_STORE_URL: 'rediss://user:pw@127.0.0.1:6380/2' },
+    {
+      IDEMPOTENCY_STORE: 'redis',
+      IDEMPOTENCY_STORE_URL: 'REDIS+CLUSTER://user:p%40ss@127.0.0.1:7001,[::1]:7002/',
+      IDEMPOTENCY_STORE_PREFIX: 'catalog-a:idem:',
+    },
+  ])(
+    'good store settings start: %o',
+    async (env) => {
+      const { code, stderr } = await start({ ...env, HOST: '203.0.113.1' });
+      expect(stderr).toMatch(/cannot listen on 203\.0\.113\.1/);
+      expect(code).toBe(1);
+    },
+    30_000,
+  );
 });
