@@ -1,10 +1,19 @@
 import {
+  checkListParams,
+  checkStatsParams,
+  decodeRecordCursor,
+  encodeRecordCursor,
   type FinalizeParams,
   IdemInProgressError,
   type IdempotencyStore,
+  type ListParams,
   newReservation,
+  type RecordPage,
+  type RecordRef,
   type ReserveParams,
   type ReserveResult,
+  type StatsParams,
+  type StoreStats,
   type TransactionalStore,
 } from '@idem/core';
 import type { DialectName } from './dialect-name.js';
@@ -14,9 +23,17 @@ import { type PostgresDb, postgres } from './dialects/postgres.js';
 import { type SqliteDb, sqlite } from './dialects/sqlite.js';
 import type { Driver } from './drivers/driver.js';
 import { driverOf } from './drivers/index.js';
+import { checkCursorRef, listStatement, statsInScopeShape, statsShape, toStats } from './inspection.js';
 import { checkRef, checkReserve, checkResponse } from './limits.js';
-import { toBuffer, toRecord } from './row.js';
-import { type FinalizeValues, finalizeShape, loadShape, releaseShape, renewShape } from './statements.js';
+import { toBuffer, toListedRecord, toRecord } from './row.js';
+import {
+  type FinalizeValues,
+  finalizeShape,
+  forgetShape,
+  loadShape,
+  releaseShape,
+  renewShape,
+} from './statements.js';
 import { checkTableName, DEFAULT_TABLE } from './table-name.js';
 
 export interface SqlStoreOptions {
@@ -63,6 +80,17 @@ export interface SqlStore<Tx, Done extends Promise<boolean> | boolean> extends I
    * MySQL) until this transaction ends.
    */
   inTransaction(tx: Tx): SqlTransactionalStore<Done>;
+  /** Delete the record of (scope, key), in flight or completed, whoever owns it; `true` when there was one. */
+  forget(params: RecordRef): Promise<boolean>;
+  /**
+   * A page of records in (scope, key) order, as the database sorts the two columns (bytes on MySQL and SQLite,
+   * the columns' collation on PostgreSQL): one indexed range read of the primary key after the cursor, which
+   * is the last (scope, key) listed. Records added or removed between pages never make paging skip or repeat
+   * one that stays. Bodies are read only with `bodies`; otherwise only their size.
+   */
+  list(params: ListParams): Promise<RecordPage>;
+  /** Counts by state at `nowMs`, in one aggregate statement (a scan of the table, or of the scope's rows). */
+  stats(params: StatsParams): Promise<StoreStats>;
 }
 
 type TxOf<Db> = Db extends { transaction(fn: (tx: infer T) => infer _R): unknown } ? T : never;
@@ -241,6 +269,31 @@ function build(
         throw new RangeError(`limit must be a positive integer, got ${params.limit}`);
       }
       return transient(() => dialect.purge(driver, db, table, params));
+    },
+    async forget(ref) {
+      checkRef(ref);
+      return transient(async () => (await driver.run(db, table, forgetShape, ref)).affected === 1);
+    },
+    async list(params) {
+      checkListParams(params);
+      if (params.scope !== undefined) checkRef({ scope: params.scope, key: '' });
+      const after = params.cursor === undefined ? undefined : decodeRecordCursor(params.cursor);
+      if (after !== undefined) checkCursorRef(after);
+      const bodies = params.bodies === true;
+      const { rows } = await driver.execute(db, listStatement(dialect, table, params, after), true);
+      const page = rows.slice(0, params.limit).map((row) => toListedRecord(row, bodies));
+      const last = page.at(-1);
+      return {
+        records: page,
+        cursor: rows.length > params.limit && last !== undefined ? encodeRecordCursor(last) : null,
+      };
+    },
+    async stats(params) {
+      checkStatsParams(params);
+      const { scope, nowMs } = params;
+      if (scope === undefined) return toStats((await driver.run(db, table, statsShape, params)).rows[0]);
+      checkRef({ scope, key: '' });
+      return toStats((await driver.run(db, table, statsInScopeShape, { scope, nowMs })).rows[0]);
     },
   };
 }

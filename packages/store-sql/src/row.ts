@@ -1,4 +1,4 @@
-import type { IdempotencyRecord, StoredResponse } from '@idem/core';
+import type { IdempotencyRecord, ListedRecord, StoredResponse } from '@idem/core';
 
 /** The column names of the records table, shared by every dialect. */
 export const COLUMNS = [
@@ -51,6 +51,28 @@ export function toRecord(row: RawRow): IdempotencyRecord {
     response,
     createdAtMs: Number(row.created_at_ms),
     expiresAtMs: Number(row.expires_at_ms),
+  };
+}
+
+/**
+ * A row of `list` as a listed record: `body_bytes` holds the body's size; `response_body` was selected only when
+ * the bodies were asked for.
+ */
+export function toListedRecord(row: RawRow, bodies: boolean): ListedRecord {
+  const record = toRecord(row);
+  const { response } = record;
+  if (response === null) return { ...record, response: null };
+  const { status, headers, body, bodyOmitted } = response;
+  const size = row.body_bytes;
+  return {
+    ...record,
+    response: {
+      status,
+      headers,
+      bodyBytes: size === null || size === undefined ? null : Number(size),
+      ...(bodyOmitted === true ? { bodyOmitted } : {}),
+      ...(bodies ? { body } : {}),
+    },
   };
 }
 

@@ -49,6 +49,12 @@ export const releaseShape: Shape<OwnedRecordRef> = {
   build: (table, ref) => sql`DELETE FROM ${sql.identifier(table)} WHERE ${whereOwned(ref)}`,
 };
 
+/** An operator's delete: the record, whatever its state or owner. */
+export const forgetShape: Shape<RecordRef> = {
+  id: 'forget',
+  build: (table, ref) => sql`DELETE FROM ${sql.identifier(table)} WHERE ${whereRecord(ref)}`,
+};
+
 export const renewShape: Shape<RenewLeaseParams> = {
   id: 'renew',
   build: (

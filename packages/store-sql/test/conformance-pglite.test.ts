@@ -1,7 +1,7 @@
 import { storeConformance } from '@idem/store-conformance';
 import { describe, test } from 'vitest';
-import { pgliteFactory } from './support/backends.js';
+import { INSPECTION, pgliteFactory } from './support/backends.js';
 
 describe('PGlite (PostgreSQL in WebAssembly)', () => {
-  storeConformance({ describe, test }, pgliteFactory());
+  storeConformance({ describe, test }, pgliteFactory(), INSPECTION);
 });

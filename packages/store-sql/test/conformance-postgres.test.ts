@@ -1,7 +1,7 @@
 import { storeConformance } from '@idem/store-conformance';
 import { describe, test } from 'vitest';
-import { makePgStore, pgUp } from './support/backends.js';
+import { INSPECTION, makePgStore, pgUp } from './support/backends.js';
 
 describe.runIf(await pgUp())('PostgreSQL (node-postgres pools)', () => {
-  storeConformance({ describe, test }, makePgStore);
+  storeConformance({ describe, test }, makePgStore, INSPECTION);
 });

@@ -1,7 +1,7 @@
 import { type MakeStore, storeConformance } from '@idem/store-conformance';
 import { withReplayCache } from '@idem/store-memory';
 import { describe, test } from 'vitest';
-import { makePgStore, makeSqliteFileStore, pgUp } from './support/backends.js';
+import { INSPECTION, makePgStore, makeSqliteFileStore, pgUp } from './support/backends.js';
 
 /** The same store with a replay cache per instance, as each node would have its own. */
 const cached =
@@ -17,9 +17,9 @@ const cached =
   };
 
 describe('withReplayCache over SQLite (a file, a connection and a cache per instance)', () => {
-  storeConformance({ describe, test }, cached(makeSqliteFileStore));
+  storeConformance({ describe, test }, cached(makeSqliteFileStore), INSPECTION);
 });
 
 describe.runIf(await pgUp())('withReplayCache over PostgreSQL (a pool and a cache per instance)', () => {
-  storeConformance({ describe, test }, cached(makePgStore));
+  storeConformance({ describe, test }, cached(makePgStore), INSPECTION);
 });

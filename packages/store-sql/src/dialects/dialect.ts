@@ -1,4 +1,5 @@
-import type { PurgeParams, ReserveParams } from '@idem/core';
+import type { PurgeParams, RecordRef, ReserveParams } from '@idem/core';
+import type { SQL } from 'drizzle-orm';
 import type { DialectName } from '../dialect-name.js';
 import type { Driver } from '../drivers/driver.js';
 import type { RawRow } from '../row.js';
@@ -23,4 +24,11 @@ export interface Dialect {
   reserve(driver: Driver, db: unknown, table: string, params: ReserveParams): Promise<ReserveOutcome>;
   /** Delete at most `limit` records that expired before `beforeMs`; the count deleted. */
   purge(driver: Driver, db: unknown, table: string, params: PurgeParams): Promise<number>;
+  /** The size in bytes of a binary column's value (NULL for NULL), without reading it out. */
+  byteLength(column: SQL): SQL;
+  /**
+   * The rows after `ref` in (scope, idem_key) order, compared by the database in the columns' own collation (the
+   * order `list` pages in), and written so that the planner starts a range scan of the primary key there.
+   */
+  after(ref: RecordRef): SQL;
 }

@@ -70,6 +70,13 @@ const upsertShape: Shape<ReserveParams> = { id: 'upsert', build: upsertReserve }
 export const mysql: Dialect = {
   name: 'mysql',
   bool: (value) => value,
+  // LONGBLOB: LENGTH counts bytes.
+  byteLength: (column) => sql`LENGTH(${column})`,
+  // MariaDB (10.11) plans a row-value comparison as a full scan of the primary key from its start, filtered
+  // (EXPLAIN: type index, possible_keys NULL), and MySQL documents the same; the expanded form is a range scan.
+  // The columns are VARBINARY: both compare bytes, as ORDER BY does.
+  after: (ref) =>
+    sql`(${id('scope')} > ${ref.scope} OR (${id('scope')} = ${ref.scope} AND ${id('idem_key')} > ${ref.key}))`,
   async reserve(driver, db, table, params): Promise<ReserveOutcome> {
     // A fresh key, the common case, is a plain INSERT: under concurrency InnoDB runs it markedly faster than
     // the upsert below (which takes next-key locks). A duplicate costs one read, and answers `exists` at

@@ -1,4 +1,4 @@
-import { decideReservation, type ReserveParams } from '@idem/core';
+import { decideReservation, type RecordRef, type ReserveParams } from '@idem/core';
 import { sql } from 'drizzle-orm';
 import type { Driver } from '../drivers/driver.js';
 import { toRecord } from '../row.js';
@@ -7,6 +7,13 @@ import { columnList, loadShape } from '../statements.js';
 import type { ReserveOutcome } from './dialect.js';
 
 const id = sql.identifier;
+
+/**
+ * `(scope, idem_key) > (…)`, a row-value comparison: PostgreSQL and SQLite (3.15+) take it as a range condition
+ * on the primary key (`Index Cond` / `SEARCH … USING INDEX ((scope,idem_key)>(?,?))`).
+ */
+export const afterByRowValue = (ref: RecordRef) =>
+  sql`(${id('scope')}, ${id('idem_key')}) > (${ref.scope}, ${ref.key})`;
 
 /** The shapes of a reserve in steps, for dialects with `ON CONFLICT` and `RETURNING` (PostgreSQL, SQLite). */
 export interface ReserveShapes {

@@ -1,7 +1,7 @@
 import { sql } from 'drizzle-orm';
 import type { BaseSQLiteDatabase } from 'drizzle-orm/sqlite-core';
 import type { Dialect } from './dialect.js';
-import { reserveInSteps, reserveShapes } from './on-conflict.js';
+import { afterByRowValue, reserveInSteps, reserveShapes } from './on-conflict.js';
 
 // biome-ignore lint/suspicious/noExplicitAny: any synchronous SQLite Drizzle database or transaction (better-sqlite3).
 export type SqliteDb = BaseSQLiteDatabase<'sync', any, any, any>;
@@ -14,6 +14,10 @@ export const sqlite: Dialect = {
   name: 'sqlite',
   bool: (value) => (value ? 1 : 0),
   reserve: (driver, db, table, params) => reserveInSteps(driver, shapes, db, table, params),
+  // length() of a BLOB counts bytes (of TEXT, characters: bodies are always bound as BLOBs), and SQLite answers
+  // it from the record header without loading the blob's overflow pages.
+  byteLength: (column) => sql`length(${column})`,
+  after: afterByRowValue,
   purge: async (driver, db, table, { beforeMs, limit }) =>
     (
       await driver.execute(

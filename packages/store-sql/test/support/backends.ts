@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
-import type { StoreUnderTest } from '@idem/store-conformance';
+import type { ConformanceOptions, StoreUnderTest } from '@idem/store-conformance';
 import { createSqlStore, ensureSchema } from '@idem/store-sql';
 import Database from 'better-sqlite3';
 import { sql } from 'drizzle-orm';
@@ -18,6 +18,9 @@ import postgresJs from 'postgres';
 
 export const PG_URL = process.env.PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 export const MYSQL_URL = process.env.MYSQL_URL ?? 'mysql://root@127.0.0.1:3306/test';
+
+/** The kit's options for every SQL store: it has all three optional inspection methods. */
+export const INSPECTION: ConformanceOptions = { inspection: ['forget', 'list', 'stats'] };
 
 /** A table name no other test or run uses. */
 export const uniqueTable = (): string => `idem_t_${randomBytes(6).toString('hex')}`;
