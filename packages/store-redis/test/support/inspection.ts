@@ -86,11 +86,15 @@ export async function seed(
 export const rawNodes = (kind: ClientKind) =>
   isClusterKind(kind) ? CLUSTER_NODES.map((node) => new Redis(node)) : [new Redis(REDIS_URL)];
 
+/** `rawPrefix` taken literally, then anything: a SCAN or KEYS pattern. */
+const under = (rawPrefix: string | Buffer) =>
+  Buffer.concat([globLiteral(Buffer.from(rawPrefix)), Buffer.from('*')]);
+
 /** How many keys under `rawPrefix` (taken literally) each node holds. */
-export async function keysPerNode(kind: ClientKind, rawPrefix: string): Promise<number[]> {
+export async function keysPerNode(kind: ClientKind, rawPrefix: string | Buffer): Promise<number[]> {
   const nodes = rawNodes(kind);
   try {
-    const pattern = Buffer.concat([globLiteral(Buffer.from(rawPrefix)), Buffer.from('*')]);
+    const pattern = under(rawPrefix);
     return await Promise.all(
       nodes.map(async (node) => (await node.keysBuffer(pattern as unknown as string)).length),
     );
@@ -100,9 +104,9 @@ export async function keysPerNode(kind: ClientKind, rawPrefix: string): Promise<
 }
 
 /** Delete every key under `rawPrefix`, taken literally (glob characters in it included). */
-export async function sweepLiteral(kind: ClientKind, rawPrefix: string): Promise<void> {
+export async function sweepLiteral(kind: ClientKind, rawPrefix: string | Buffer): Promise<void> {
   const nodes = rawNodes(kind);
-  const pattern = Buffer.concat([globLiteral(Buffer.from(rawPrefix)), Buffer.from('*')]);
+  const pattern = under(rawPrefix);
   await Promise.all(
     nodes.map(async (node) => {
       try {
