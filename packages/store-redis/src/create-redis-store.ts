@@ -1,9 +1,14 @@
 import {
   decideReservation,
   type IdempotencyStore,
+  type ListParams,
   newReservation,
+  type RecordPage,
+  type RecordRef,
   type ReserveParams,
   type ReserveResult,
+  type StatsParams,
+  type StoreStats,
 } from '@idem/core';
 import { isNoScript, type RedisConnection, type ReplicaAck, type Reply } from './clients/connection.js';
 import { connectionOf } from './clients/index.js';
@@ -36,10 +41,20 @@ export interface RedisStoreOptions {
   readonly replicas?: ReplicaAck;
 }
 
-/** The {@link IdempotencyStore} returned by {@link createRedisStore}. */
+/** The {@link IdempotencyStore} returned by {@link createRedisStore}, with every optional inspection method. */
 export interface RedisStore extends IdempotencyStore {
   /** Which client the store recognised (`ioredis`, `ioredis Cluster`, `node-redis`, `node-redis cluster`). */
   readonly client: string;
+  /** One `DEL` of the record's key (with its `WAIT` when `replicas` is set). */
+  forget(params: RecordRef): Promise<boolean>;
+  /**
+   * A page of the records under the prefix, by `SCAN` of the server or of every master of a Cluster, one after
+   * another: a full pass costs O(keys in the database). An error says to list again when the Cluster's masters
+   * or slots changed between pages.
+   */
+  list(params: ListParams): Promise<RecordPage>;
+  /** Counts by `SCAN` of every key under the prefix, reading each record's head: O(records). */
+  stats(params: StatsParams): Promise<StoreStats>;
 }
 
 const DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024;
