@@ -12,6 +12,7 @@ import { locationGuard } from './http/location-guard.js';
 import { wellEncodedQuery } from './http/query-string.js';
 import { requestDeadline } from './http/request-deadline.js';
 import { routeValidation } from './http/route-validation.js';
+import { openIdempotencyStore } from './idempotency/open-store.js';
 import { catalogIdempotency } from './idempotency/plugin.js';
 import { recordPurge } from './idempotency/record-purge.js';
 import { OPEN_PATHS, observability } from './observability/install.js';
@@ -60,6 +61,11 @@ export async function buildApp(
     frameworkErrors,
     clientErrorHandler,
   });
+  // The store IDEMPOTENCY_STORE names (the catalog's own database unless told otherwise). What it opened (a
+  // pool, a Redis client) is closed with the server, after the requests in flight have finished: a key they
+  // hold is finalized or released first.
+  const backend = openIdempotencyStore(config, db, app.log);
+  app.addHook('onClose', () => backend.close());
   // Every object a route returns may hold longs past 2^53 as bigints, which JSON.stringify refuses. Set
   // before any route is made: a route keeps the serializer there was when it was made.
   app.setReplySerializer((payload) => stringifyLosslessJson(payload));
@@ -67,7 +73,7 @@ export async function buildApp(
   // registered out of order, the server does not start.
   await app.register(errorHandling);
   await app.register(requestDeadline, { requestTimeoutMs: config.requestTimeoutMs });
-  await app.register(observability, { config, db, readable: readableLogs(config, logTo) });
+  await app.register(observability, { config, db, backend, readable: readableLogs(config, logTo) });
   await app.register(drain);
   await app.register(requestLog);
   await app.register(jsonBody);
@@ -75,8 +81,8 @@ export async function buildApp(
   await app.register(routeValidation);
   await app.register(bearerAuth, { tokens: config.tokens, openPaths: OPEN_PATHS });
   await app.register(locationGuard, { warehouse });
-  await app.register(catalogIdempotency, { config, db, warehouse });
-  await app.register(recordPurge, { config, db });
+  await app.register(catalogIdempotency, { config, db, warehouse, backend });
+  await app.register(recordPurge, { config, store: backend.store });
 
   app.get('/v1/config', async () => ({
     defaults: {},

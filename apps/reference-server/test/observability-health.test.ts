@@ -23,6 +23,8 @@ describe('health, readiness and liveness (their JSON shapes)', () => {
       status: 'healthy',
       timestamp: expect.stringMatching(ISO),
       components: { database: 'healthy', idempotency_service: 'healthy' },
+      // Where the records live and how a key is fenced; never a URL.
+      idempotency: { store: 'sql', database: 'catalog', fence: 'transaction' },
     });
     const ready = await get('/ready');
     expect(ready.status).toBe(200);

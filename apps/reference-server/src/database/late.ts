@@ -1,5 +1,6 @@
 import type { IdempotencyStore, TransactionalStore } from '@idem/core';
 import type { CatalogDatabase } from './catalog-database.js';
+import type { Tables } from './migrate.js';
 import { dialectOf, openDatabase } from './open.js';
 import type { DatabaseOptions } from './options.js';
 
@@ -27,7 +28,12 @@ const notYet = () =>
  * database is down (or not up yet) waits for it instead of exiting, and answers `/live` meanwhile, `/ready`
  * with 503, and every request that needs the database with a retryable 503.
  */
-export function openWithRetry(url: string, options: DatabaseOptions, retry: RetryOptions): LateDatabase {
+export function openWithRetry(
+  url: string,
+  options: DatabaseOptions,
+  retry: RetryOptions,
+  tables: Tables = 'catalog',
+): LateDatabase {
   let current: CatalogDatabase | undefined;
   let stopped = false;
   let wake = () => {};
@@ -38,7 +44,7 @@ export function openWithRetry(url: string, options: DatabaseOptions, retry: Retr
   const opened = (async () => {
     for (let attempt = 1; ; attempt++) {
       try {
-        current = await openDatabase(url, options);
+        current = await openDatabase(url, options, tables);
         return current;
       } catch (error) {
         if (stopped) throw error;

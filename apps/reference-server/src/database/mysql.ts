@@ -1,6 +1,7 @@
 import { drizzle } from 'drizzle-orm/mysql2';
 import mysql from 'mysql2/promise';
 import type { CatalogDatabase } from './catalog-database.js';
+import type { Tables } from './migrate.js';
 import type { DatabaseBounds } from './options.js';
 import { mysqlConnections } from './pool.js';
 import { pooledDatabase } from './pooled-database.js';
@@ -9,7 +10,11 @@ const ignore = () => {};
 const wholeSeconds = (ms: number) => Math.max(1, Math.ceil(ms / 1_000));
 
 /** The catalog on MySQL or MariaDB (`mysql://…`): a mysql2 pool, each session bounded as it opens. */
-export function openMysql(url: string, bounds: DatabaseBounds): Promise<CatalogDatabase> {
+export function openMysql(
+  url: string,
+  bounds: DatabaseBounds,
+  tables: Tables = 'catalog',
+): Promise<CatalogDatabase> {
   const pool = mysql.createPool({
     uri: url,
     connectionLimit: bounds.poolSize,
@@ -34,5 +39,6 @@ export function openMysql(url: string, bounds: DatabaseBounds): Promise<CatalogD
     acquire: mysqlConnections(pool, bounds.statementTimeoutMs),
     close: () => pool.end(),
     bounds,
+    tables,
   });
 }

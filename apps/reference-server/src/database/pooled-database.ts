@@ -4,7 +4,7 @@ import { sql } from 'drizzle-orm';
 import type { CatalogDatabase } from './catalog-database.js';
 import { type Deadline, NO_DEADLINE, onConnection, transactionOn, within } from './deadline.js';
 import { type Executor, executorOn } from './executor.js';
-import { migrate } from './migrate.js';
+import { migrate, type Tables } from './migrate.js';
 import { mysqlValueLimit } from './mysql-packet.js';
 import { CLIENT_MARGIN_MS, type DatabaseBounds } from './options.js';
 import type { CatalogConnection } from './pool.js';
@@ -20,6 +20,8 @@ export interface PooledDatabaseOptions {
   /** Ends the pool. */
   readonly close: () => Promise<void>;
   readonly bounds: DatabaseBounds;
+  /** Which tables it holds (made at open). */
+  readonly tables: Tables;
 }
 
 /**
@@ -33,6 +35,7 @@ export async function pooledDatabase({
   acquire,
   close,
   bounds,
+  tables,
 }: PooledDatabaseOptions): Promise<CatalogDatabase> {
   // Every call is bounded on the client too: a database that keeps its sockets open and stops answering
   // (a partition) never answers a server-side timeout. A margin past the server's own statement timeout, so
@@ -70,7 +73,7 @@ export async function pooledDatabase({
   });
   const direct = until(NO_DEADLINE);
   try {
-    await within(statementMs, 'the schema', () => migrate(db, dialect));
+    await within(statementMs, 'the schema', () => migrate(db, dialect, tables));
     const valueLimit =
       dialect === 'mysql'
         ? await within(statementMs, 'a statement', () => mysqlValueLimit(db))

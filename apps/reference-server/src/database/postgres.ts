@@ -1,6 +1,7 @@
 import { drizzle } from 'drizzle-orm/node-postgres';
 import pg from 'pg';
 import type { CatalogDatabase } from './catalog-database.js';
+import type { Tables } from './migrate.js';
 import { CLIENT_MARGIN_MS, type DatabaseBounds } from './options.js';
 import { pgConnections } from './pool.js';
 import { pooledDatabase } from './pooled-database.js';
@@ -10,7 +11,11 @@ const ignore = () => {};
 /**
  * The catalog on PostgreSQL (`postgres://…`, `postgresql://…`): a node-postgres pool, its sessions bounded.
  */
-export function openPostgres(url: string, bounds: DatabaseBounds): Promise<CatalogDatabase> {
+export function openPostgres(
+  url: string,
+  bounds: DatabaseBounds,
+  tables: Tables = 'catalog',
+): Promise<CatalogDatabase> {
   // Set once per connection, as startup parameters: no statement per transaction.
   const settings = [
     `lock_timeout=${bounds.lockTimeoutMs}`,
@@ -39,5 +44,6 @@ export function openPostgres(url: string, bounds: DatabaseBounds): Promise<Catal
     acquire: pgConnections(pool, bounds.statementTimeoutMs),
     close: () => pool.end(),
     bounds,
+    tables,
   });
 }

@@ -7,7 +7,7 @@ import { drizzle } from 'drizzle-orm/better-sqlite3';
 import type { CatalogDatabase } from './catalog-database.js';
 import { boundedExecutor, DatabaseTimeout, type Deadline, NO_DEADLINE } from './deadline.js';
 import { type Executor, executorOn } from './executor.js';
-import { migrate } from './migrate.js';
+import { migrate, type Tables } from './migrate.js';
 import { type Exclusive, exclusive, serialized } from './serialized.js';
 import { LARGE_VALUES } from './value-limit.js';
 
@@ -60,12 +60,12 @@ function checkedAt(executor: Executor, deadline: Deadline): Executor {
  * The catalog on a SQLite file (or `:memory:`), over one connection for the whole process: every statement
  * and every transaction takes its turn on it.
  */
-export async function openSqlite(file: string): Promise<CatalogDatabase> {
+export async function openSqlite(file: string, tables: Tables = 'catalog'): Promise<CatalogDatabase> {
   if (file !== ':memory:') mkdirSync(dirname(file), { recursive: true });
   const connection = new Database(file, { timeout: 10_000 });
   connection.pragma('journal_mode = WAL');
   const db = drizzle(connection);
-  await migrate(db, 'sqlite');
+  await migrate(db, 'sqlite', tables);
   const store = createSqlStore(db, { dialect: 'sqlite' });
   // One connection for the whole process: every statement and every transaction takes its turn, so that a
   // transaction's statements never interleave with another request's. Inside `transaction` the connection

@@ -1,13 +1,14 @@
 import { sendReplay } from '@idem/adapter-fastify';
-import type { Execution, TransactionalExecution } from '@idem/core';
+import type { LeasedExecution, TransactionalExecution } from '@idem/core';
 import { sql } from 'drizzle-orm';
-import type { FastifyReply } from 'fastify';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import { IcebergError, retryLater } from '../catalog/iceberg-error.js';
 import type { CatalogDatabase } from '../database/catalog-database.js';
 import { CommitOutcomeUnknown } from '../database/deadline.js';
 import type { Executor } from '../database/executor.js';
 import { type Answer, render, sendRendered } from '../http/answer.js';
 import { toIcebergError } from '../http/errors.js';
+import type { LeaseControl } from './lease.js';
 import { storedAnswer } from './stored-answer.js';
 
 /**
@@ -30,23 +31,12 @@ async function answerOf(tx: Executor, work: (tx: Executor) => Promise<Answer>): 
 }
 
 /**
- * The request's execution, reserved in the mutation's transaction: the plugin reserves keys there
- * (`reserveIn: 'transaction'`, plugin.ts), so a leased one is a plugin set up otherwise, refused as a fault.
- */
-function inTransaction<Host>(
-  execution: Execution<Host> | undefined,
-): TransactionalExecution<Host> | undefined {
-  if (execution === undefined || execution.lifecycle === 'transactional') return execution;
-  throw new Error(
-    'the idempotency plugin reserved the key before the mutation: reserveIn must be "transaction"',
-  );
-}
-
-/**
- * Run the catalog mutation of `reply.request` in one database transaction together with its idempotency
- * record, and send its answer on `reply`: the key is reserved there first (a duplicate waits on its row until
- * this transaction ends, then replays), the change is made, and the answer is finalized; all commit together,
- * or nothing does. A key held by another request, or used for another one, answers without running `work`.
+ * Run the catalog mutation of `reply.request` in one database transaction with its idempotency key, and send its
+ * answer on `reply`. How the key is held depends on where the records live (IDEMPOTENCY_STORE): in the catalog's
+ * own database it is reserved, and its answer finalized, inside the mutation's transaction ({@link inTransaction});
+ * in any other store it was reserved under a lease before the handler ran, and is finalized once the
+ * transaction has committed ({@link underLease}). A key held by another request, or used for another one,
+ * answers without running `work`.
  */
 export async function mutate(
   reply: FastifyReply,
@@ -55,8 +45,28 @@ export async function mutate(
   /** Runs once the transaction has committed, before the answer goes out (a purge); must not throw. */
   afterCommit?: () => Promise<void>,
 ) {
+  const execution = reply.request.idempotency;
+  if (execution?.lifecycle !== 'leased') return inTransaction(reply, db, execution, work, afterCommit);
+  const lease = reply.server.idempotencyLease;
+  // The plugin reserves at begin only for a leased store, which always comes with its control.
+  if (lease === undefined)
+    throw new Error('a key was reserved under a lease, but the store has no lease control');
+  return underLease(reply, db, execution, lease, work, afterCommit);
+}
+
+/**
+ * The mutation and its key in one transaction: the key is reserved there first (a duplicate waits on its row
+ * until this transaction ends, then replays), the change is made, and the answer is finalized; all commit
+ * together, or nothing does.
+ */
+async function inTransaction(
+  reply: FastifyReply,
+  db: CatalogDatabase,
+  execution: TransactionalExecution<FastifyRequest> | undefined,
+  work: (tx: Executor) => Promise<Answer>,
+  afterCommit: (() => Promise<void>) | undefined,
+) {
   const { request } = reply;
-  const execution = inTransaction(request.idempotency);
   const outcome = await db
     .transaction(async (tx) => {
       // A replay is rebuilt from the catalog as it is now (replay.ts), read in this same transaction.
@@ -92,4 +102,72 @@ export async function mutate(
   if (outcome.action === 'replay') return sendReplay(reply, outcome.response);
   await afterCommit?.();
   return sendRendered(reply, outcome.rendered);
+}
+
+/**
+ * The mutation under a key the store holds under a lease (reserved before the handler, renewed by the
+ * heartbeat while it runs): the work in its own catalog transaction, the owner fence just before its commit
+ * (`lease.confirm`: a key another request took over after the lease lapsed rolls the work back with a
+ * retryable 503), then the answer finalized in the store, owner-fenced, before it goes out. Commit, then
+ * finalize: a record never says done for work that did not commit. What that order cannot close:
+ *
+ * - A refusal of the work (404, 409: the transaction rolls back) is an answer like any other: stored.
+ * - A fault (5xx, nothing committed) releases the key before the retryable 503 goes out, so the retry runs.
+ * - A COMMIT that did not answer may have committed: the key is kept in flight (never released, never
+ *   finalized) and the answer is Iceberg's 500 CommitStateUnknownException, which tells the client not to
+ *   assume either outcome. A retry with the key waits (503) until the lease lapses, then runs again.
+ * - A node that dies between its commit and its finalize (or a store that loses the finalize) leaves the key
+ *   in flight too: a retry after the lease runs the work again.
+ */
+async function underLease(
+  reply: FastifyReply,
+  db: CatalogDatabase,
+  execution: LeasedExecution<FastifyRequest>,
+  lease: LeaseControl,
+  work: (tx: Executor) => Promise<Answer>,
+  afterCommit: (() => Promise<void>) | undefined,
+) {
+  const { request } = reply;
+  let answer: Answer;
+  let committed = false;
+  try {
+    answer = await db.transaction(async (tx) => {
+      const done = await work(tx);
+      await lease.confirm(execution, request.deadline);
+      return done;
+    }, request.deadline);
+    committed = true;
+  } catch (error) {
+    if (error instanceof CommitOutcomeUnknown) {
+      lease.keepInFlight(execution, error);
+      request.log.warn(
+        { key: execution.key },
+        'the commit of a keyed mutation was not confirmed: its key stays in flight until its lease lapses',
+      );
+      const unknown = new IcebergError(
+        500,
+        'CommitStateUnknownException',
+        'the catalog database did not confirm the commit in time: whether the change was applied is unknown ' +
+          '(read it back to see); a retry with the same key waits for its lease to lapse, then runs again',
+      );
+      await execution.finish({ status: 500, headers: {}, body: null });
+      throw unknown;
+    }
+    const refusal = toIcebergError(error);
+    if (refusal.code >= 500) {
+      // Nothing committed: free the key, so that the client's retry runs. Not waited for: with the store down
+      // (a fence that timed out) the release would hold the 503 back for another store timeout, and a retry
+      // that comes before it lands waits for it (it polls the store).
+      void execution.abort();
+      throw error;
+    }
+    answer = { status: refusal.code, body: refusal.toJSON() };
+  }
+  // Rendered once (metadata can be megabytes), for the client and for the record.
+  const rendered = render(answer);
+  // The record is written before the answer goes out: a client that has the answer finds it done on any node.
+  // A finalize that fails (the store is down, the lease was lost) still sends the answer: the work is done.
+  await execution.finish(storedAnswer(answer, rendered, execution.maxBodyBytes));
+  if (committed) await afterCommit?.();
+  return sendRendered(reply, rendered);
 }

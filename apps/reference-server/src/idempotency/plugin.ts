@@ -7,6 +7,8 @@ import type { ServerConfig } from '../config.js';
 import type { CatalogDatabase } from '../database/catalog-database.js';
 import type { Executor } from '../database/executor.js';
 import { errorTypeOf } from '../http/errors.js';
+import { type LeaseControl, leasedStore } from './lease.js';
+import type { IdempotencyBackend } from './open-store.js';
 import { replayRebuilder } from './replay.js';
 import { scopeOf } from './scope.js';
 import { withoutConfig } from './stored-answer.js';
@@ -16,12 +18,27 @@ declare module 'fastify' {
     /** The catalog transaction a mutation runs in, while it runs (mutate.ts): a replay is read in it. */
     transaction: Executor | undefined;
   }
+  interface FastifyInstance {
+    /**
+     * With a store other than the catalog's own database (keys held under a lease): the fence a mutation
+     * passes before its commit (mutate.ts). Undefined when keys are reserved in the mutation's transaction.
+     */
+    readonly idempotencyLease: LeaseControl | undefined;
+  }
 }
+
+/**
+ * How long one call of the store may take before the request is answered a retryable 503 (the coordinator's
+ * `storeTimeoutMs`, and the lease fence's).
+ */
+export const STORE_TIMEOUT_MS = 2_000;
 
 export interface CatalogIdempotencyOptions {
   readonly config: ServerConfig;
   readonly db: CatalogDatabase;
   readonly warehouse: Warehouse;
+  /** The store IDEMPOTENCY_STORE chose (idempotency/open-store.ts). */
+  readonly backend: IdempotencyBackend;
 }
 
 /**
@@ -31,23 +48,37 @@ export interface CatalogIdempotencyOptions {
  * the routes can name it as what they come after.
  */
 export const catalogIdempotency = fp<CatalogIdempotencyOptions>(
-  async (app, { config, db, warehouse }) => {
+  async (app, { config, db, warehouse, backend }) => {
     app.decorateRequest('transaction', undefined);
+    // Only the catalog's own database can hold a key in the mutation's transaction; any other store holds it
+    // under a lease, renewed while the mutation runs and fenced by its owner before the commit.
+    const leased =
+      backend.fence === 'lease'
+        ? leasedStore(backend.store, {
+            leaseMs: config.idempotency.leaseMs,
+            storeTimeoutMs: STORE_TIMEOUT_MS,
+          })
+        : undefined;
+    app.decorate('idempotencyLease', leased?.control);
     if (!config.idempotency.enabled) return;
     const { maxEntries, maxBytes } = config.idempotency.replayCache;
     const onEvent = app.idempotencyEvents;
+    const store = leased?.store ?? backend.store;
     await app.register(fastifyIdempotency, {
-      // With a replay cache, a replay found in memory is answered before any transaction begins.
-      store: maxEntries === 0 ? db.store : withReplayCache(db.store, { maxEntries, maxBytes, onEvent }),
+      // With a replay cache, a replay found in memory is answered before any transaction begins (and, with a
+      // leased store, before the store is asked).
+      store: maxEntries === 0 ? store : withReplayCache(store, { maxEntries, maxBytes, onEvent }),
       onEvent, // metrics, traces and the audit log (src/observability)
       keyFormat: 'uuidv7',
       lifetimeMs: config.idempotency.lifetimeMs,
       graceMs: config.idempotency.graceMs,
       leaseMs: config.idempotency.leaseMs,
+      storeTimeoutMs: STORE_TIMEOUT_MS,
       methods: ['POST', 'DELETE'],
-      // Each mutation reserves its key in its own catalog transaction (mutate.ts): one transaction per
-      // request, duplicates wait on the record's row, and a crash rolls the reservation back.
-      reserveIn: 'transaction',
+      // On the catalog's database each mutation reserves its key in its own catalog transaction (mutate.ts):
+      // one transaction per request, duplicates wait on the record's row, and a crash rolls the reservation
+      // back. Elsewhere the key is reserved before the handler ('begin'), and finalized after the commit.
+      reserveIn: backend.fence === 'transaction' ? 'transaction' : 'begin',
       // The spec declares 400, not 422, for every operation; Iceberg's Java client retries 503 with the same
       // key, and reads 409 as AlreadyExists / CommitFailed.
       statuses: { keyReused: 400, inProgress: 503 },

@@ -1,24 +1,25 @@
-import { startPurgeScheduler } from '@idem/core';
+import { type IdempotencyStore, startPurgeScheduler } from '@idem/core';
 import fp from 'fastify-plugin';
 import type { ServerConfig } from '../config.js';
-import type { CatalogDatabase } from '../database/catalog-database.js';
 
 export interface RecordPurgeOptions {
   readonly config: ServerConfig;
-  readonly db: CatalogDatabase;
+  /** The store IDEMPOTENCY_STORE chose: the catalog's database, a database of its own, memory or Redis. */
+  readonly store: IdempotencyStore;
 }
 
 /**
- * Delete expired idempotency records periodically, in batches, until the server closes. Every node runs it:
- * purging is safe concurrently, and each node's timer is jittered. Its events go to observability's listeners
- * too.
+ * Delete expired idempotency records periodically, in batches, until the server closes, from whichever store is
+ * configured. Every node runs it: purging is safe concurrently, and each node's timer is jittered. Its events go
+ * to observability's listeners too. Redis expires each record itself at its `expiresAtMs`: its purge finds
+ * nothing and costs no command (@idem/store-redis), so it runs there too rather than being a case of its own.
  */
 export const recordPurge = fp<RecordPurgeOptions>(
-  async (app, { config, db }) => {
+  async (app, { config, store }) => {
     const { purge } = config.idempotency;
     if (!config.idempotency.enabled || !purge.enabled) return;
     const stop = startPurgeScheduler({
-      store: db.store,
+      store,
       intervalMs: purge.intervalMs,
       batchSize: purge.batchSize,
       onEvent: [

@@ -2,6 +2,7 @@ import type { IdempotencyEventListener } from '@idem/core';
 import fp from 'fastify-plugin';
 import type { ServerConfig } from '../config.js';
 import type { CatalogDatabase } from '../database/catalog-database.js';
+import type { IdempotencyBackend } from '../idempotency/open-store.js';
 import { openAuditLog } from './audit-file.js';
 import { installHealth } from './health.js';
 import { installMetrics } from './server-metrics.js';
@@ -29,6 +30,8 @@ declare module 'fastify' {
 export interface ObservabilityOptions {
   readonly config: ServerConfig;
   readonly db: Pick<CatalogDatabase, 'ping'>;
+  /** The idempotency store, which `/health` reports and checks. */
+  readonly backend: Pick<IdempotencyBackend, 'ping' | 'description'>;
   /** Whether the log is pino-pretty's lines for a person (observability/logger.ts). */
   readonly readable?: boolean;
 }
@@ -39,7 +42,7 @@ export interface ObservabilityOptions {
  * routes, made once the error handler is there.
  */
 export const observability = fp<ObservabilityOptions>(
-  async (app, { config, db, readable }) => {
+  async (app, { config, db, backend, readable }) => {
     const { observability } = config;
     const onEvent: IdempotencyEventListener[] = [];
     if (observability.traces) {
@@ -48,7 +51,7 @@ export const observability = fp<ObservabilityOptions>(
     }
     if (observability.metrics) onEvent.push(installMetrics(app).onEvent);
     if (observability.audit.enabled) onEvent.push(openAuditLog(app, config, readable));
-    installHealth(app, config, db);
+    installHealth(app, config, db, backend);
     app.decorate('idempotencyEvents', onEvent);
   },
   {

@@ -20,13 +20,58 @@ export interface Node {
   close(): Promise<void>;
 }
 
+export interface NodeOptions {
+  /**
+   * Awaited at the start of every catalog transaction, before its body: with a leased store, its key is
+   * reserved already and its work (and the fence before its commit) still to come.
+   */
+  readonly atBegin?: () => Promise<void>;
+  /**
+   * Awaited by every catalog transaction after its work, before its commit (its key reserved, with the catalog's
+   * own store its row locked): a test holds a mutation in flight with it.
+   */
+  readonly beforeCommit?: () => Promise<void>;
+  /**
+   * Awaited after every catalog transaction that committed: one that throws makes the commit look failed to the
+   * server (a CommitOutcomeUnknown: a commit that went through but whose answer was lost).
+   */
+  readonly afterCommit?: () => Promise<void>;
+  /**
+   * With a store of its own (IDEMPOTENCY_STORE_URL, memory), wait until `/health` says it answers before
+   * resolving, as a test means to use it. `false`: a test of a store that is not there. @default true
+   */
+  readonly waitForStore?: boolean;
+}
+
 /** Start one catalog node over `databaseUrl` (each node its own pool), listening on a free port. */
-export async function startNode(databaseUrl: string, env: Record<string, string> = {}): Promise<Node> {
+export async function startNode(
+  databaseUrl: string,
+  env: Record<string, string> = {},
+  options: NodeOptions = {},
+): Promise<Node> {
   const warehouse = mkdtempSync(join(tmpdir(), 'idem-warehouse-'));
   const config = loadConfig({ DATABASE_URL: databaseUrl, WAREHOUSE: warehouse, LOG_LEVEL: 'silent', ...env });
   const db = await openDatabase(config.databaseUrl, databaseOptions(config));
-  const app = await buildApp(config, db);
+  const { atBegin, beforeCommit, afterCommit } = options;
+  const held: CatalogDatabase =
+    atBegin === undefined && beforeCommit === undefined && afterCommit === undefined
+      ? db
+      : {
+          ...db,
+          transaction: async (body, deadline) => {
+            const result = await db.transaction(async (tx) => {
+              await atBegin?.();
+              const value = await body(tx);
+              await beforeCommit?.();
+              return value;
+            }, deadline);
+            await afterCommit?.();
+            return result;
+          },
+        };
+  const app = await buildApp(config, held);
   const url = await app.listen({ host: '127.0.0.1', port: 0 });
+  if (config.idempotency.store.fence === 'lease' && options.waitForStore !== false) await storeAnswers(url);
   return {
     url,
     warehouse,
@@ -38,6 +83,18 @@ export async function startNode(databaseUrl: string, env: Record<string, string>
       rmSync(warehouse, { recursive: true, force: true });
     },
   };
+}
+
+/** Resolves once the node's `/health` is 200 (its database and its idempotency store answer), within 10 s. */
+async function storeAnswers(url: string): Promise<void> {
+  const untilMs = performance.now() + 10_000;
+  for (;;) {
+    const response = await fetch(`${url}/health`);
+    const body = await response.text();
+    if (response.status === 200) return;
+    if (performance.now() > untilMs) throw new Error(`the node's idempotency store never answered: ${body}`);
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
 }
 
 /** A node on an in-memory SQLite catalog that holds namespace `n` and, in it, the table `table`. */

@@ -25,6 +25,8 @@ export interface TcpProxy {
   stallOn(pattern: RegExp, options?: { deliver?: boolean }): Stall;
   /** How many connections the proxy has accepted so far. */
   readonly accepted: number;
+  /** How many of them are open now. */
+  readonly open: number;
   close(): Promise<void>;
 }
 
@@ -108,6 +110,9 @@ export async function startTcpProxy(target: { host: string; port: number }): Pro
     },
     get accepted() {
       return accepted;
+    },
+    get open() {
+      return pairs.size;
     },
     async close() {
       for (const pair of [...pairs]) reset(pair);
