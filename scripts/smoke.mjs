@@ -147,6 +147,14 @@ createIdempotency({ store: createMemoryStore({ sweepIntervalMs: false }) });
   writeFileSync(join(work, 'smoke.cjs'), cjs);
   process.stdout.write(run('node', ['smoke.mjs'], work));
   process.stdout.write(run('node', ['smoke.cjs'], work));
+  // The `idem` binary as npm linked it: migrate a new SQLite file, then count its (no) records as JSON.
+  const idemBin = join(work, 'node_modules', '.bin', 'idem');
+  const database = `sqlite:${join(work, 'records.db')}`;
+  if (!run(idemBin, ['migrate', database], work).includes('created the table idem_records'))
+    throw new Error('idem migrate');
+  const counted = JSON.parse(run(idemBin, ['stats', database, '--json'], work));
+  if (counted.inFlight !== 0 || counted.completed !== 0) throw new Error(`idem stats: ${JSON.stringify(counted)}`);
+  console.log(`idem ${run(idemBin, ['--version'], work).trim()}: migrate and stats run from the installed package`);
   console.log(`smoke: ${tarballs.join(', ')} install and load from ESM and CJS`);
   await checkReadmeSnippets({ root, work });
 } finally {

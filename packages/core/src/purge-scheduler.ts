@@ -8,6 +8,8 @@ export interface PurgeOnceOptions {
   readonly batchSize?: number;
   /** Stop after this many batches even if more remain, so one run stays bounded. @default 1_000 */
   readonly maxBatches?: number;
+  /** Called after each batch with the count it deleted (a progress line); it must not throw. */
+  readonly onBatch?: (deleted: number) => void;
 }
 
 /**
@@ -26,6 +28,7 @@ export async function purgeExpiredInBatches(
     const deleted = await store.purgeExpired({ beforeMs: options.beforeMs, limit });
     count += deleted;
     batches++;
+    options.onBatch?.(deleted);
     if (deleted < limit) break;
   }
   return { count, batches };

@@ -1,0 +1,223 @@
+import type { IdempotencyStore } from '@idem/core';
+import { createRedisStore } from '@idem/store-redis';
+import {
+  createSqlStore,
+  type DialectName,
+  ensureSchema,
+  type SupportedDb,
+  schemaStatements,
+  sqlRows,
+} from '@idem/store-sql';
+import Database from 'better-sqlite3';
+import { sql } from 'drizzle-orm';
+import { drizzle as sqliteDrizzle } from 'drizzle-orm/better-sqlite3';
+import { drizzle as mysqlDrizzle } from 'drizzle-orm/mysql2';
+import { drizzle as pgDrizzle } from 'drizzle-orm/node-postgres';
+import { Cluster, Redis } from 'ioredis';
+import mysql from 'mysql2/promise';
+import pg from 'pg';
+import { CliError, ExitCode } from './cli-error.js';
+import type { StoreUrl } from './store-url.js';
+
+/** How to open a store: the SQL table, the Redis prefix, and how long to wait for the server. */
+export interface OpenOptions {
+  /** The SQL table of records. @default 'idem_records' */
+  readonly table?: string;
+  /** The Redis key prefix. @default 'idem:' */
+  readonly prefix?: string;
+  /** How long connecting, and each call, may take. @default 10_000 */
+  readonly timeoutMs?: number;
+  /** Create a SQLite file that does not exist yet (only `migrate` does). @default false */
+  readonly createFile?: boolean;
+}
+
+/** What the schema step of `migrate` did. */
+export interface MigrateOutcome {
+  /** `created` when the table was missing, `current` when it was there (its index was checked too). */
+  readonly result: 'created' | 'current';
+  readonly statements: readonly string[];
+}
+
+/** A store opened from a URL, with what only some backends have. */
+export interface OpenedStore {
+  readonly kind: StoreUrl['kind'];
+  readonly store: IdempotencyStore;
+  /** SQL stores: the DDL `migrate` runs, and running it. Redis needs no schema. */
+  readonly schema?: {
+    readonly dialect: DialectName;
+    readonly table: string;
+    statements(): string[];
+    /** Whether the table is there (a probe that reads no row). */
+    exists(): Promise<boolean>;
+    migrate(): Promise<MigrateOutcome>;
+  };
+  close(): Promise<void>;
+}
+
+const DEFAULT_TABLE = 'idem_records';
+
+/** SQL-backed store with its schema step; `close` ends the connection it owns. */
+function sqlStore(
+  kind: 'postgres' | 'mysql' | 'sqlite',
+  dialect: DialectName,
+  db: SupportedDb,
+  table: string,
+  close: () => Promise<void>,
+): OpenedStore {
+  const store = createSqlStore(db as never, { dialect, table } as never) as IdempotencyStore;
+  const exists = async () => {
+    try {
+      await sqlRows(db, sql`SELECT 1 FROM ${sql.identifier(table)} LIMIT 0`);
+      return true;
+    } catch (error) {
+      if (isMissingTable(error)) return false;
+      throw error;
+    }
+  };
+  return {
+    kind,
+    store,
+    schema: {
+      dialect,
+      table,
+      statements: () => schemaStatements(dialect, table),
+      exists,
+      async migrate() {
+        const existed = await exists();
+        await ensureSchema(db, { dialect, table });
+        return { result: existed ? 'current' : 'created', statements: schemaStatements(dialect, table) };
+      },
+    },
+    close,
+  };
+}
+
+/** PostgreSQL undefined_table, MySQL ER_NO_SUCH_TABLE, SQLite "no such table", wherever Drizzle put it. */
+export function isMissingTable(error: unknown): boolean {
+  for (let e: unknown = error; typeof e === 'object' && e !== null; e = (e as { cause?: unknown }).cause) {
+    const { code, message } = e as { code?: unknown; message?: unknown };
+    if (code === '42P01' || code === 'ER_NO_SUCH_TABLE') return true;
+    if (typeof message === 'string' && /no such table/i.test(message)) return true;
+  }
+  return false;
+}
+
+/**
+ * Open the store a URL names, and check that its server answers (within `timeoutMs`): an unreachable server
+ * fails here, with one line, before any command runs.
+ */
+export async function openStore(target: StoreUrl, options: OpenOptions = {}): Promise<OpenedStore> {
+  const table = options.table ?? DEFAULT_TABLE;
+  const timeoutMs = options.timeoutMs ?? 10_000;
+  switch (target.kind) {
+    case 'postgres': {
+      const pool = new pg.Pool({
+        connectionString: target.url,
+        max: 2,
+        connectionTimeoutMillis: timeoutMs,
+        statement_timeout: timeoutMs,
+      });
+      pool.on('error', () => {}); // an idle connection that drops is reported by the next query
+      const opened = sqlStore('postgres', 'postgres', pgDrizzle(pool), table, () => pool.end());
+      await ping(opened, () => pool.query('SELECT 1'));
+      return opened;
+    }
+    case 'mysql': {
+      const pool = mysql.createPool({ uri: target.url, connectionLimit: 2, connectTimeout: timeoutMs });
+      const opened = sqlStore('mysql', 'mysql', mysqlDrizzle(pool), table, () => pool.end());
+      await ping(opened, () => pool.query('SELECT 1'));
+      return opened;
+    }
+    case 'sqlite': {
+      let connection: Database.Database;
+      try {
+        connection = new Database(target.file, {
+          fileMustExist: options.createFile !== true,
+          timeout: timeoutMs,
+        });
+      } catch (error) {
+        const missing = /unable to open|does not exist/i.test(String((error as Error).message));
+        throw new CliError(
+          missing
+            ? `there is no SQLite database at ${target.file} (idem migrate creates one)`
+            : `cannot open the SQLite database ${target.file}: ${(error as Error).message}`,
+          ExitCode.Failed,
+          { cause: error },
+        );
+      }
+      return sqlStore('sqlite', 'sqlite', sqliteDrizzle(connection), table, async () => {
+        connection.close();
+      });
+    }
+    case 'redis': {
+      const client = new Redis(target.url, {
+        lazyConnect: true,
+        connectTimeout: timeoutMs,
+        commandTimeout: timeoutMs,
+        maxRetriesPerRequest: 0,
+        retryStrategy: () => null,
+      });
+      const opened = redisStore('redis', client, options.prefix);
+      await ping(opened, connected(client));
+      return opened;
+    }
+    case 'redis-cluster': {
+      const auth = {
+        ...(target.username === undefined ? {} : { username: target.username }),
+        ...(target.password === undefined ? {} : { password: target.password }),
+      };
+      const cluster = new Cluster(target.nodes as { host: string; port: number }[], {
+        lazyConnect: true,
+        clusterRetryStrategy: () => null,
+        redisOptions: {
+          ...auth,
+          connectTimeout: timeoutMs,
+          commandTimeout: timeoutMs,
+          maxRetriesPerRequest: 0,
+          ...(target.tls ? { tls: {} } : {}),
+        },
+      });
+      const opened = redisStore('redis-cluster', cluster, options.prefix);
+      await ping(opened, connected(cluster));
+      return opened;
+    }
+  }
+}
+
+function redisStore(kind: 'redis' | 'redis-cluster', client: Redis | Cluster, prefix?: string): OpenedStore {
+  return {
+    kind,
+    store: createRedisStore(client, prefix === undefined ? {} : { prefix }),
+    async close() {
+      client.disconnect();
+    },
+  };
+}
+
+/**
+ * Connect an ioredis client. Its `connect()` rejects with a bare "Connection is closed" once it gives up; the
+ * reason (refused, unresolvable host, bad credentials) came as an `error` event before, and is what is thrown.
+ */
+function connected(client: Redis | Cluster): () => Promise<void> {
+  let reason: unknown;
+  client.on('error', (error: unknown) => {
+    reason ??= error;
+  });
+  return async () => {
+    try {
+      await client.connect();
+    } catch (error) {
+      throw reason ?? error;
+    }
+  };
+}
+
+/** Run `probe`; when it fails, close what was opened and rethrow (the caller turns it into one line). */
+async function ping(opened: OpenedStore, probe: () => Promise<unknown>): Promise<void> {
+  try {
+    await probe();
+  } catch (error) {
+    await opened.close().catch(() => {});
+    throw error;
+  }
+}

@@ -1,0 +1,112 @@
+import Table from 'cli-table3';
+import pc from 'picocolors';
+
+/** Where the command writes, and what kind of reader is on the other end. */
+export interface Io {
+  readonly stdout: NodeJS.WritableStream & { isTTY?: boolean };
+  readonly stderr: NodeJS.WritableStream & { isTTY?: boolean };
+  readonly stdin: NodeJS.ReadableStream & { isTTY?: boolean };
+  readonly env: NodeJS.ProcessEnv;
+}
+
+/** Colours for a terminal only: never for a pipe, `NO_COLOR`, `--no-color` or `TERM=dumb`. */
+export function colorsFor(io: Io, stream: 'stdout' | 'stderr') {
+  const { env } = io;
+  const wanted =
+    env.FORCE_COLOR !== undefined && env.FORCE_COLOR !== '0'
+      ? true
+      : io[stream].isTTY === true && env.NO_COLOR === undefined && env.TERM !== 'dumb';
+  return pc.createColors(wanted);
+}
+
+export type Colors = ReturnType<typeof colorsFor>;
+
+const UNITS: readonly [string, number][] = [
+  ['d', 86_400_000],
+  ['h', 3_600_000],
+  ['min', 60_000],
+  ['s', 1000],
+];
+
+/** A duration in its two largest units: `2 h 14 min`, `45 s`, `380 ms`. */
+export function humanDuration(ms: number): string {
+  const abs = Math.abs(ms);
+  if (abs < 1000) return `${Math.round(abs)} ms`;
+  const parts: string[] = [];
+  let rest = abs;
+  for (const [unit, size] of UNITS) {
+    if (rest >= size || parts.length > 0) {
+      const count = Math.floor(rest / size);
+      rest -= count * size;
+      if (count > 0 || parts.length === 0) parts.push(`${count} ${unit}`);
+      if (parts.length === 2) break;
+    }
+  }
+  return parts.join(' ');
+}
+
+/** An instant as ISO-8601 UTC and how far from now: `2026-12-01T20:01:02.123Z (3 min ago)`. */
+export function humanTime(ms: number, nowMs: number): string {
+  const relative = ms <= nowMs ? `${humanDuration(nowMs - ms)} ago` : `in ${humanDuration(ms - nowMs)}`;
+  return `${new Date(ms).toISOString()} (${relative})`;
+}
+
+/** Bytes as `230 B`, `1.2 KiB`, `8.0 MiB`. */
+export function humanBytes(bytes: number): string {
+  if (bytes < 1024) return `${bytes} B`;
+  if (bytes < 1024 * 1024) return `${(bytes / 1024).toFixed(1)} KiB`;
+  return `${(bytes / 1024 / 1024).toFixed(1)} MiB`;
+}
+
+export const count = (n: number): string => n.toLocaleString('en-US');
+
+/** `label  value` lines, the labels padded to one width. */
+export function fields(rows: readonly (readonly [string, string])[], colors: Colors): string {
+  const width = Math.max(...rows.map(([label]) => label.length));
+  return rows
+    .map(([label, value]) => {
+      const [first = '', ...more] = value.split('\n');
+      const pad = ' '.repeat(width + 2);
+      return [`${colors.dim(label.padEnd(width))}  ${first}`, ...more.map((line) => `${pad}${line}`)].join(
+        '\n',
+      );
+    })
+    .join('\n');
+}
+
+// A table without borders: columns aligned by spaces, a dim header.
+const PLAIN_CHARS = {
+  top: '',
+  'top-mid': '',
+  'top-left': '',
+  'top-right': '',
+  bottom: '',
+  'bottom-mid': '',
+  'bottom-left': '',
+  'bottom-right': '',
+  left: '',
+  'left-mid': '',
+  mid: '',
+  'mid-mid': '',
+  right: '',
+  'right-mid': '',
+  middle: '  ',
+};
+
+/** Rows under a header, columns aligned (cli-table3 measures the visible width, colours excluded). */
+export function table(head: readonly string[], rows: readonly (readonly string[])[], colors: Colors): string {
+  const out = new Table({
+    head: head.map((title) => colors.dim(title)),
+    chars: PLAIN_CHARS,
+    style: { head: [], border: [], 'padding-left': 0, 'padding-right': 0 },
+  });
+  for (const row of rows) out.push([...row]);
+  return out.toString();
+}
+
+/** Colour a record state the same way everywhere. */
+export function stateText(state: 'in-flight' | 'completed' | 'expired', colors: Colors): string {
+  if (state === 'in-flight') return colors.yellow(state);
+  if (state === 'completed') return colors.green(state);
+  return colors.dim(state);
+}
