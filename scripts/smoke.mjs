@@ -153,8 +153,11 @@ createIdempotency({ store: createMemoryStore({ sweepIntervalMs: false }) });
   if (!run(idemBin, ['migrate', database], work).includes('created the table idem_records'))
     throw new Error('idem migrate');
   const counted = JSON.parse(run(idemBin, ['stats', database, '--json'], work));
-  if (counted.inFlight !== 0 || counted.completed !== 0) throw new Error(`idem stats: ${JSON.stringify(counted)}`);
-  console.log(`idem ${run(idemBin, ['--version'], work).trim()}: migrate and stats run from the installed package`);
+  if (counted.inFlight !== 0 || counted.completed !== 0)
+    throw new Error(`idem stats: ${JSON.stringify(counted)}`);
+  console.log(
+    `idem ${run(idemBin, ['--version'], work).trim()}: migrate and stats run from the installed package`,
+  );
   console.log(`smoke: ${tarballs.join(', ')} install and load from ESM and CJS`);
   await checkReadmeSnippets({ root, work });
 } finally {
