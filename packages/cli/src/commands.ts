@@ -190,9 +190,12 @@ export async function forget(
   }
   const state = recordStateAt(record, ctx.nowMs);
   if (state === 'in-flight' && !options.force) {
+    const lease =
+      record.leaseUntilMs <= ctx.nowMs
+        ? `its lease lapsed ${humanDuration(ctx.nowMs - record.leaseUntilMs)} ago (its next retry takes it over)`
+        : `its handler may still be running, leased for ${humanDuration(record.leaseUntilMs - ctx.nowMs)} more, and would lose its fence`;
     throw new CliError(
-      `refusing to forget ${describeRef(ref)}: it is in flight (lease ${humanTime(record.leaseUntilMs, ctx.nowMs)}), ` +
-        'so its handler may still be running and would lose its fence; --force forgets it anyway',
+      `refusing to forget ${describeRef(ref)}: it is in flight; ${lease}; --force forgets it anyway`,
       ExitCode.Refused,
     );
   }

@@ -28,21 +28,16 @@ const UNITS: readonly [string, number][] = [
   ['s', 1000],
 ];
 
-/** A duration in its two largest units: `2 h 14 min`, `45 s`, `380 ms`. */
+/** A duration in its largest unit and the next one: `2 h 14 min`, `1 d`, `45 s`, `380 ms`. */
 export function humanDuration(ms: number): string {
   const abs = Math.abs(ms);
   if (abs < 1000) return `${Math.round(abs)} ms`;
-  const parts: string[] = [];
-  let rest = abs;
-  for (const [unit, size] of UNITS) {
-    if (rest >= size || parts.length > 0) {
-      const count = Math.floor(rest / size);
-      rest -= count * size;
-      if (count > 0 || parts.length === 0) parts.push(`${count} ${unit}`);
-      if (parts.length === 2) break;
-    }
-  }
-  return parts.join(' ');
+  const first = UNITS.findIndex(([, size]) => abs >= size);
+  const [unit, size] = UNITS[first] as [string, number];
+  const whole = Math.floor(abs / size);
+  const next = UNITS[first + 1];
+  const rest = next === undefined ? 0 : Math.floor((abs - whole * size) / next[1]);
+  return rest === 0 || next === undefined ? `${whole} ${unit}` : `${whole} ${unit} ${rest} ${next[0]}`;
 }
 
 /** An instant as ISO-8601 UTC and how far from now: `2026-12-01T20:01:02.123Z (3 min ago)`. */
@@ -101,7 +96,11 @@ export function table(head: readonly string[], rows: readonly (readonly string[]
     style: { head: [], border: [], 'padding-left': 0, 'padding-right': 0 },
   });
   for (const row of rows) out.push([...row]);
-  return out.toString();
+  return out
+    .toString()
+    .split('\n')
+    .map((line) => line.trimEnd())
+    .join('\n');
 }
 
 /** Colour a record state the same way everywhere. */
