@@ -84,6 +84,8 @@ export function inspection(
     return tag;
   }
 
+  // No `TYPE string` filter: it would skip a key of another type under the prefix without a word, where such a
+  // key is a misconfiguration to report (see `foreign`); nor would it save any of SCAN's work.
   async function scan(node: KeyNode, cursor: string, match: Buffer, count: number) {
     const reply = await node.send(['SCAN', cursor, 'MATCH', match, 'COUNT', String(count)]);
     const [next, names] = Array.isArray(reply) ? reply : [];

@@ -156,6 +156,29 @@ describe.each(largeVariants.map((variant) => [variant.name, variant] as const))(
       await sweepLiteral(variant.kind, prefix);
     }
   }, 60_000);
+
+  test('a client dropped in the middle of a listing or of stats: the call fails, never hangs', async () => {
+    const prefix = uniquePrefix();
+    try {
+      for (const call of ['list', 'stats'] as const) {
+        const opened = await variant.open();
+        const store = inspectable(createRedisStore(opened.client, { prefix }));
+        if (call === 'list') await seed(store, 's', 400, 200);
+        const started = performance.now();
+        const running =
+          call === 'list' ? listAll(store, { limit: 1_000, bodies: true }) : store.stats({ nowMs: NOW_MS });
+        // Once its first SCAN is on the wire: the connection drops under the scan or the reads that follow.
+        await new Promise((resolve) => setImmediate(resolve));
+        const client = opened.client as { disconnect?: () => void; destroy?: () => void };
+        if (client.disconnect !== undefined) client.disconnect();
+        else client.destroy?.();
+        await expect(running).rejects.toThrow();
+        expect(performance.now() - started).toBeLessThan(2_000);
+      }
+    } finally {
+      await sweepLiteral(variant.kind, prefix);
+    }
+  });
 });
 
 describe.runIf(standalone && cluster)('ioredis keyPrefix', () => {
