@@ -6,8 +6,16 @@ import { createRedisStore } from '@idem/store-redis';
 import { afterEach, describe, expect, test } from 'vitest';
 import { CommitOutcomeUnknown } from '../src/database/deadline.js';
 import { backends, type FreshDatabase } from './support/databases.js';
-import { REDIS_URL, redisClient, redisUp, sweep, uniquePrefix } from './support/redis.js';
-import { call, type Node, type NodeOptions, newKey, startNode } from './support/server.js';
+import {
+  type PrivateRedis,
+  REDIS_URL,
+  redisClient,
+  redisUp,
+  startPrivateRedis,
+  sweep,
+  uniquePrefix,
+} from './support/redis.js';
+import { call, type Node, type NodeOptions, newKey, schema as SCHEMA, startNode } from './support/server.js';
 import { startTcpProxy, type TcpProxy } from './support/tcp-proxy.js';
 
 // A store of its own (Redis, a database) fails on its own: keyed mutations answer a retryable 503 and nothing
@@ -317,6 +325,166 @@ describe.runIf(await redisUp())('Redis as the store, reached through a proxy tha
 });
 
 const [postgres] = backends as [(typeof backends)[number]];
+
+describe.runIf((await redisUp()) && (await postgres.up()))(
+  'two nodes on one catalog, one of them cut off from Redis while it holds a key',
+  () => {
+    const prefix = uniquePrefix();
+    let database: FreshDatabase | undefined;
+    let proxy: TcpProxy | undefined;
+    let warehouse: string | undefined;
+    const nodes: Node[] = [];
+    afterEach(async () => {
+      for (const node of nodes.splice(0)) await node.close();
+      await proxy?.close();
+      await database?.drop();
+      await sweep(false, prefix);
+      if (warehouse !== undefined) rmSync(warehouse, { recursive: true, force: true });
+    });
+
+    /** Node A reaches Redis through the proxy and pauses each transaction at its start while `paused`; B directly. */
+    async function twoNodes() {
+      database = await postgres.fresh();
+      proxy = await startTcpProxy({ host: '127.0.0.1', port: Number(new URL(REDIS_URL).port || 6379) });
+      // One warehouse for both, as nodes of one catalog share it: each may write the other's tables.
+      warehouse = mkdtempSync(join(tmpdir(), 'idem-shared-warehouse-'));
+      const env = {
+        ...SHORT,
+        IDEMPOTENCY_STORE: 'redis',
+        IDEMPOTENCY_STORE_PREFIX: prefix,
+        WAREHOUSE: warehouse,
+      };
+      const paused = gate();
+      let pausing = false;
+      const a = await startNode(
+        database.url,
+        { ...env, IDEMPOTENCY_STORE_URL: `redis://127.0.0.1:${proxy.port}` },
+        {
+          atBegin: async () => {
+            if (pausing) await paused.pass();
+          },
+        },
+      );
+      const b = await startNode(database.url, { ...env, IDEMPOTENCY_STORE_URL: REDIS_URL });
+      nodes.push(a, b);
+      return {
+        a,
+        b,
+        proxy,
+        /** Pause A's next transaction (its key reserved, its work not begun) until `resume`. */
+        pause() {
+          pausing = true;
+          paused.close();
+          return paused.entered;
+        },
+        resume() {
+          pausing = false;
+          paused.open();
+        },
+      };
+    }
+
+    test('its lease lapses and the other node takes the key over and commits: the first one’s fence refuses its commit (503), the change is made once, the retry replays', async () => {
+      const { a, b, proxy, pause, resume } = await twoNodes();
+      await call(b.url, 'POST', '/v1/namespaces', { body: { namespace: ['n'] } });
+      await call(b.url, 'POST', '/v1/namespaces/n/tables', { body: { name: 't', schema: SCHEMA } });
+      const key = newKey();
+      const commit = { requirements: [], updates: [{ action: 'set-properties', updates: { by: 'once' } }] };
+      const paused = pause();
+      const first = call(a.url, 'POST', '/v1/namespaces/n/tables/t', { key, body: commit });
+      await paused;
+      proxy.partition(); // A can no longer renew its lease
+      await sleep(2_000); // past IDEMPOTENCY_LEASE_MS
+      const taken = await call(b.url, 'POST', '/v1/namespaces/n/tables/t', { key, body: commit });
+      expect(taken.status, taken.text).toBe(200);
+      expect(taken.headers.get('idempotent-replayed')).toBeNull(); // B took the lapsed key over and ran it
+      proxy.heal();
+      resume();
+      const refused = await first;
+      expect(refused.status, refused.text).toBe(503);
+      expect(refused.headers.get('retry-after')).toBeTruthy();
+      const table = (await call(b.url, 'GET', '/v1/namespaces/n/tables/t')).json();
+      expect(table.metadata['metadata-log']).toHaveLength(1); // one commit, not two
+      const retry = await call(a.url, 'POST', '/v1/namespaces/n/tables/t', { key, body: commit });
+      expect(retry.status).toBe(200);
+      expect(retry.headers.get('idempotent-replayed')).toBe('true');
+      expect(retry.text).toBe(taken.text);
+    });
+
+    test('a refusal found after the key was taken over is not sent (503): the retry replays the answer of the node that holds the key', async () => {
+      const { a, b, proxy, pause, resume } = await twoNodes();
+      const key = newKey();
+      const body = { namespace: ['taken'] };
+      const paused = pause();
+      const first = call(a.url, 'POST', '/v1/namespaces', { key, body });
+      await paused;
+      proxy.partition();
+      await sleep(2_000);
+      const taken = await call(b.url, 'POST', '/v1/namespaces', { key, body });
+      expect(taken.status).toBe(200);
+      proxy.heal();
+      resume();
+      // A's create now finds the namespace B made: a 409 that is not A's to store, so not A's to send either.
+      const refused = await first;
+      expect(refused.status, refused.text).toBe(503);
+      const retry = await call(a.url, 'POST', '/v1/namespaces', { key, body });
+      expect(retry.status).toBe(200);
+      expect(retry.headers.get('idempotent-replayed')).toBe('true');
+    });
+  },
+);
+
+describe.runIf(await redisUp())(
+  'a Redis server of the test’s own, restarted empty (no persistence) mid-mutation',
+  () => {
+    let redis: PrivateRedis | undefined;
+    let node: Node | undefined;
+    afterEach(async () => {
+      await node?.close();
+      await redis?.stop();
+      node = undefined;
+      redis = undefined;
+    });
+
+    test('restarted before the commit: the fence finds the key gone, nothing commits (503), the retry runs once; restarted after it: the finalize finds nothing, the answer goes out, and the retry runs again (409)', async () => {
+      redis = await startPrivateRedis();
+      let restart: 'at-begin' | 'before-commit' | undefined;
+      node = await startNode(
+        'sqlite::memory:',
+        { IDEMPOTENCY_STORE: 'redis', IDEMPOTENCY_STORE_URL: redis.url },
+        {
+          atBegin: async () => {
+            if (restart === 'at-begin') await redis?.restart();
+          },
+          beforeCommit: async () => {
+            if (restart === 'before-commit') await redis?.restart();
+          },
+        },
+      );
+      const running = node;
+      const create = (key: string, namespace: string) =>
+        call(running.url, 'POST', '/v1/namespaces', { key, body: { namespace: [namespace] } });
+
+      restart = 'at-begin';
+      const key = newKey();
+      const lost = await create(key, 'before');
+      restart = undefined;
+      expect(lost.status, lost.text).toBe(503);
+      expect(await exists(running, 'before')).toBe(false);
+      const retry = await until503Ends(() => create(key, 'before'), 5_000);
+      expect(retry.status, retry.text).toBe(200);
+      expect(retry.headers.get('idempotent-replayed')).toBeNull();
+
+      restart = 'before-commit';
+      const other = newKey();
+      const done = await until503Ends(() => create(other, 'after'), 5_000);
+      restart = undefined;
+      expect(done.status, done.text).toBe(200); // committed: answered, though Redis forgot the key meanwhile
+      const again = await until503Ends(() => create(other, 'after'), 5_000);
+      expect(again.status).toBe(409); // forgotten by Redis: run again, and the catalog refuses it
+    });
+  },
+);
 
 describe.runIf(await postgres.up())(
   'a PostgreSQL database of its own as the store, reached through a proxy',

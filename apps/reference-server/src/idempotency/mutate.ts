@@ -111,7 +111,8 @@ async function inTransaction(
  * retryable 503), then the answer finalized in the store, owner-fenced, before it goes out. Commit, then
  * finalize: a record never says done for work that did not commit. What that order cannot close:
  *
- * - A refusal of the work (404, 409: the transaction rolls back) is an answer like any other: stored.
+ * - A refusal of the work (404, 409: the transaction rolls back) is an answer like any other: stored, and sent
+ *   only if it was this request's to store (a key taken over meanwhile answers a retryable 503 instead).
  * - A fault (5xx, nothing committed) releases the key before the retryable 503 goes out, so the retry runs.
  * - A COMMIT that did not answer may have committed: the key is kept in flight (never released, never
  *   finalized) and the answer is Iceberg's 500 CommitStateUnknownException, which tells the client not to
@@ -166,8 +167,14 @@ async function underLease(
   // Rendered once (metadata can be megabytes), for the client and for the record.
   const rendered = render(answer);
   // The record is written before the answer goes out: a client that has the answer finds it done on any node.
-  // A finalize that fails (the store is down, the lease was lost) still sends the answer: the work is done.
-  await execution.finish(storedAnswer(answer, rendered, execution.maxBodyBytes));
+  const outcome = await execution.finish(storedAnswer(answer, rendered, execution.maxBodyBytes));
+  // A refusal committed nothing, and the key is another request's now (its lease lapsed and it was taken over):
+  // that request's answer is the key's, so this one is not sent (as a refusal in the catalog's transaction is
+  // not). Committed work is answered whatever the finalize did: the work is done.
+  if (!committed && outcome === 'lease-lost')
+    throw retryLater(
+      'the idempotency reservation was lost before the answer was stored; retry with the same key',
+    );
   if (committed) await afterCommit?.();
   return sendRendered(reply, rendered);
 }

@@ -26,16 +26,16 @@ export interface IdempotencyBackend {
   readonly fence: Fence;
   /** The store, as the coordinator and the purge call it. */
   readonly store: IdempotencyStore;
-  /** Resolves once the store answers `ping`, rejects with why not; `within` bounds the wait (a probe's). */
+  /** Resolves once the store answers, rejects with why not; `deadline` bounds the wait (a probe's). */
   ping(deadline?: Deadline): Promise<void>;
-  /** Resolves once the store was reached the first time (the server serves meanwhile: keyed mutations 503). */
-  readonly opened: Promise<void>;
   /** Closes what was opened for the store (a pool, a Redis client): never the catalog's database. */
   close(): Promise<void>;
 }
 
 /** How long a Redis client may take to say goodbye (QUIT) before its sockets are closed anyway. */
 const QUIT_MS = 1_000;
+/** The longest a ping of Redis waits, when its caller gives it longer (a probe has its own bound). */
+const PING_MS = 10_000;
 
 /**
  * Open the store IDEMPOTENCY_STORE names. Nothing here waits for the store: a database or Redis that is not
@@ -64,7 +64,6 @@ export function openIdempotencyStore(
         fence: chosen.fence,
         store,
         ping: async () => {},
-        opened: Promise.resolve(),
         close: () => store.close(),
       };
     }
@@ -82,7 +81,6 @@ const onCatalog = (db: CatalogDatabase, fence: Fence): IdempotencyBackend => ({
   fence,
   store: db.store,
   ping: (deadline) => db.ping(deadline),
-  opened: Promise.resolve(),
   close: async () => {},
 });
 
@@ -106,14 +104,15 @@ function openSeparateSql(
     },
     'idempotency',
   );
-  const opened = late.opened.then(() => log.info("the idempotency store's database is open"));
-  opened.catch(() => {}); // rejects only when closed before it opened
+  late.opened.then(
+    () => log.info("the idempotency store's database is open"),
+    () => {}, // rejects only when closed before it opened
+  );
   return {
     description: { store: 'sql', database: 'separate', fence: chosen.fence },
     fence: chosen.fence,
     store: late.db.store,
     ping: (deadline) => late.db.ping(deadline),
-    opened,
     close: () => late.db.close(),
   };
 }
@@ -148,21 +147,17 @@ function openRedis(
     lastCause = cause;
     log.warn({ cause }, `the idempotency store's Redis is not reachable: ${cause}; ioredis keeps trying`);
   });
-  const opened = new Promise<void>((resolve) => {
-    client.on('ready', () => {
-      if (lastCause !== undefined) log.info("the idempotency store's Redis is reachable again");
-      lastCause = undefined;
-      resolve();
-    });
+  client.on('ready', () => {
+    if (lastCause !== undefined) log.info("the idempotency store's Redis is reachable again");
+    lastCause = undefined;
   });
   return {
     description: { store: 'redis', topology: connection.mode, fence: chosen.fence },
     fence: chosen.fence,
     store: createRedisStore(client, { prefix: chosen.prefix }),
     ping: async (deadline = NO_DEADLINE) => {
-      await within(QUIT_MS * 10, 'the ping', () => client.ping(), deadline);
+      await within(PING_MS, 'the ping', () => client.ping(), deadline);
     },
-    opened,
     close: async () => {
       // QUIT answers once the replies before it are in; a client that cannot reach Redis is simply cut off.
       await within(QUIT_MS, 'QUIT', () => client.quit()).catch(() => {});

@@ -1,4 +1,6 @@
+import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { type AddressInfo, createServer } from 'node:net';
 import { Cluster, Redis } from 'ioredis';
 
 export const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
@@ -101,4 +103,65 @@ export async function sweep(cluster: boolean, prefix: string): Promise<void> {
   } finally {
     client.disconnect();
   }
+}
+
+/** A Redis server of one test's own (no persistence), which it may stop and start again. */
+export interface PrivateRedis {
+  readonly url: string;
+  /** Kill it (as a crash does: nothing saved) and start it again on the same port, empty; resolves once it answers. */
+  restart(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+/** A free loopback port, as the system hands one out. */
+async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+export async function startPrivateRedis(): Promise<PrivateRedis> {
+  const port = await freePort();
+  let child: ChildProcess | undefined;
+  const start = async () => {
+    child = spawn(
+      'redis-server',
+      ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
+      {
+        stdio: 'ignore',
+      },
+    );
+    for (let i = 0; i < 100; i++) {
+      const probe = new Redis({ port, host: '127.0.0.1', ...probeOptions, lazyConnect: true });
+      probe.on('error', () => {}); // not up yet: tried again
+      try {
+        await probe.connect();
+        await probe.ping();
+        return;
+      } catch {
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      } finally {
+        probe.disconnect();
+      }
+    }
+    throw new Error(`redis-server did not start on port ${port}`);
+  };
+  const kill = async () => {
+    const running = child;
+    if (running === undefined || running.exitCode !== null) return;
+    const exited = new Promise((resolve) => running.once('exit', resolve));
+    running.kill('SIGKILL');
+    await exited;
+  };
+  await start();
+  return {
+    url: `redis://127.0.0.1:${port}`,
+    async restart() {
+      await kill();
+      await start();
+    },
+    stop: kill,
+  };
 }
