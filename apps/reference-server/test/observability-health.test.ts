@@ -82,6 +82,18 @@ describe('health, readiness and liveness (their JSON shapes)', () => {
     });
   });
 
+  test('idempotency turned off: no store is opened, so one that is not there is not reported either', async () => {
+    node = await startObservedNode({
+      IDEMPOTENCY_ENABLED: 'false',
+      IDEMPOTENCY_STORE: 'redis',
+      IDEMPOTENCY_STORE_URL: 'redis://127.0.0.1:1',
+    });
+    const health = await get('/health');
+    expect(health.status).toBe(200);
+    expect(health.body.components).toEqual({ database: 'healthy', idempotency_service: 'disabled' });
+    expect(health.body).not.toHaveProperty('idempotency');
+  });
+
   test('with bearer tokens, probes and /metrics answer without one; the catalog does not', async () => {
     node = await startObservedNode({ AUTH_TOKENS: 'secret-token=alice' });
     for (const path of [

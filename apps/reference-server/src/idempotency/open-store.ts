@@ -32,6 +32,13 @@ export interface IdempotencyBackend {
   close(): Promise<void>;
 }
 
+/** Where a store other than the catalog's own database keeps the keys, for the start-up line. */
+const WHERE = {
+  sql: 'in a database of their own',
+  memory: "in this process's memory (one node only)",
+  redis: 'in Redis',
+} as const;
+
 /** How long a Redis client may take to say goodbye (QUIT) before its sockets are closed anyway. */
 const QUIT_MS = 1_000;
 /** The longest a ping of Redis waits, when its caller gives it longer (a probe has its own bound). */
@@ -54,7 +61,7 @@ export function openIdempotencyStore(
   if (chosen.fence === 'lease')
     log.info(
       { idempotencyStore: chosen.kind },
-      `idempotency keys are held in the ${chosen.kind} store under a lease, not in the catalog's transactions`,
+      `idempotency keys are held ${WHERE[chosen.kind]} under a lease, not in the catalog's transactions`,
     );
   switch (chosen.kind) {
     case 'memory': {
