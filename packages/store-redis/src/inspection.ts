@@ -63,8 +63,9 @@ export function inspection(
   prefix: string,
   head: (key: string) => Promise<Reply>,
 ): Inspection {
-  // What every record's name starts with, as SCAN returns it: the client's keyPrefix too, which ioredis adds to
-  // every key it sends but neither to SCAN's MATCH nor takes off the names SCAN returns.
+  // What every record's name starts with, as SCAN returns it: the client's keyPrefix too, which the connection
+  // puts before every key it sends (ioredis does, node-redis's connection for it) but neither into SCAN's MATCH
+  // nor takes off the names SCAN returns.
   const namePrefix = Buffer.concat([connection.keyPrefix, Buffer.from(prefix, 'utf8')]);
   const store = storeDigest(namePrefix);
   const literalPrefix = globLiteral(namePrefix);

@@ -2,6 +2,7 @@ import { createIdempotency } from '@idem/core';
 import { storeConformance } from '@idem/store-conformance';
 import { createRedisStore, recordKey } from '@idem/store-redis';
 import { Cluster, Redis } from 'ioredis';
+import { createClient, createCluster } from 'redis';
 import { v7 } from 'uuid';
 import { describe, expect, test } from 'vitest';
 import {
@@ -50,6 +51,7 @@ const variants: ClientVariant[] = [
         nodeRedisVariant('RESP2', { RESP: 2 }),
         nodeRedisVariant('RESP3', { RESP: 3 }),
         nodeRedisVariant('disableOfflineQueue', { disableOfflineQueue: true }),
+        nodeRedisVariant("keyPrefix 'app:'", { keyPrefix: 'app:' }),
       ]
     : []),
   ...(cluster
@@ -64,6 +66,7 @@ const variants: ClientVariant[] = [
         ioredisClusterVariant("scaleReads 'slave'", { scaleReads: 'slave' }),
         nodeRedisClusterVariant('RESP2', 2),
         nodeRedisClusterVariant('RESP3', 3),
+        nodeRedisClusterVariant("keyPrefix 'app:'", 3, { keyPrefix: 'app:' }),
       ]
     : []),
 ];
@@ -154,5 +157,20 @@ describe('client options refused at createRedisStore', () => {
     const fine = new Redis({ lazyConnect: true, keyPrefix: 'app:' });
     expect(createRedisStore(fine).client).toBe('ioredis');
     fine.disconnect();
+  });
+
+  test('a node-redis keyPrefix with a brace is the same TypeError, on createClient and createCluster', () => {
+    const rootNodes = CLUSTER_NODES.map(({ host, port }) => ({ url: `redis://${host}:${port}` }));
+    for (const keyPrefix of ['{app}:', 'a{', Buffer.from('}')]) {
+      // Never connected: the store refuses the client before it sends anything.
+      for (const client of [createClient({ keyPrefix }), createCluster({ rootNodes, keyPrefix })]) {
+        expect(() => createRedisStore(client)).toThrow(TypeError);
+        expect(() => createRedisStore(client)).toThrow(/node-redis keyPrefix .* brace.*hash tag/);
+      }
+    }
+    expect(createRedisStore(createClient({ keyPrefix: 'app:' })).client).toBe('node-redis');
+    expect(createRedisStore(createCluster({ rootNodes, keyPrefix: 'app:' })).client).toBe(
+      'node-redis cluster',
+    );
   });
 });

@@ -44,6 +44,7 @@ const variants: ClientVariant[] = [
         ioredisVariant('stringNumbers', { stringNumbers: true }),
         nodeRedisVariant('RESP2', { RESP: 2 }),
         nodeRedisVariant('RESP3', { RESP: 3 }),
+        nodeRedisVariant(`keyPrefix '${GLOB_KEY_PREFIX}'`, { keyPrefix: GLOB_KEY_PREFIX }),
       ]
     : []),
   ...(cluster
@@ -53,6 +54,7 @@ const variants: ClientVariant[] = [
         ioredisClusterVariant(`keyPrefix '${GLOB_KEY_PREFIX}'`, { keyPrefix: GLOB_KEY_PREFIX }),
         nodeRedisClusterVariant('RESP2', 2),
         nodeRedisClusterVariant('RESP3', 3),
+        nodeRedisClusterVariant(`keyPrefix '${GLOB_KEY_PREFIX}'`, 3, { keyPrefix: GLOB_KEY_PREFIX }),
       ]
     : []),
 ];

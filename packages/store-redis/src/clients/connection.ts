@@ -47,12 +47,30 @@ export interface RedisConnection {
   /** `SCRIPT LOAD source` everywhere a script can run: the server, or every master of a Cluster. */
   loadScript(source: string): Promise<void>;
   /**
-   * What the client puts before every key it sends (ioredis `keyPrefix`; empty otherwise). SCAN's MATCH gets
-   * none of it, and the names SCAN returns hold it.
+   * What goes before every key {@link send} sends: the client's `keyPrefix` (ioredis or node-redis; empty
+   * without one). SCAN's MATCH gets none of it, and the names SCAN returns hold it.
    */
   readonly keyPrefix: Buffer;
   /** The nodes that hold the keys (see {@link KeyNodes}); a Cluster client that knows no master is a fault. */
   keyNodes(): Promise<KeyNodes>;
+}
+
+/**
+ * The bytes of a client's `keyPrefix` (`library` names the client in the error): a string as UTF-8, a Buffer as
+ * it is, as ioredis and node-redis both write them before a key. A brace in it is refused with a TypeError: it
+ * would become every record's Cluster hash tag (all records in one slot), as in the store's own `prefix`.
+ */
+export function keyPrefixBytes(library: string, keyPrefix: unknown): Buffer {
+  if (keyPrefix === undefined || keyPrefix === null) return Buffer.alloc(0);
+  const bytes = Buffer.isBuffer(keyPrefix) ? keyPrefix : Buffer.from(String(keyPrefix), 'utf8');
+  if (bytes.includes(0x7b) || bytes.includes(0x7d)) {
+    const text = Buffer.isBuffer(keyPrefix) ? keyPrefix.toString('latin1') : String(keyPrefix);
+    throw new TypeError(
+      `@idem/store-redis: the ${library} keyPrefix ${JSON.stringify(text)} holds a brace, which would become ` +
+        'the Cluster hash tag of every record (one slot for all of them); use a keyPrefix without "{" or "}"',
+    );
+  }
+  return bytes;
 }
 
 /** Redis answers `NOSCRIPT …` when its script cache does not hold the SHA (restart, failover, SCRIPT FLUSH). */

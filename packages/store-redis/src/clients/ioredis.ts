@@ -1,6 +1,13 @@
 import type { Cluster, Redis } from 'ioredis';
 import { classNames } from './class-chain.js';
-import { type Command, type KeyNode, type RedisConnection, type Reply, slotsDigest } from './connection.js';
+import {
+  type Command,
+  type KeyNode,
+  keyPrefixBytes,
+  type RedisConnection,
+  type Reply,
+  slotsDigest,
+} from './connection.js';
 
 /**
  * An ioredis `Redis` or `Cluster`. ioredis mixes EventEmitter into both classes, which overwrites their
@@ -74,23 +81,6 @@ const numbers = (reply: unknown): Reply => {
 };
 
 /**
- * Options of the user's client that the store cannot work with, refused at `createRedisStore`. A `keyPrefix`
- * is prepended by ioredis to every key, KEYS of scripts included, which is fine; a brace in it would become
- * every record's Cluster hash tag (all records in one slot), as the store's own `prefix` would.
- */
-function checkOptions(options: IoredisOptions): void {
-  const { keyPrefix } = options;
-  if (keyPrefix === undefined || keyPrefix === null) return;
-  const text = Buffer.isBuffer(keyPrefix) ? keyPrefix.toString('latin1') : String(keyPrefix);
-  if (/[{}]/.test(text)) {
-    throw new TypeError(
-      `@idem/store-redis: the ioredis keyPrefix ${JSON.stringify(text)} holds a brace, which would become the ` +
-        'Cluster hash tag of every record (one slot for all of them); use a keyPrefix without "{" or "}"',
-    );
-  }
-}
-
-/**
  * ioredis, standalone or Cluster, on every option set: named `…Buffer` methods (see {@link METHODS}); on a
  * Cluster ioredis finds the key in the command (by its command table, with the `keyPrefix`), routes it and
  * follows MOVED/ASK itself. With a replica acknowledgement the command and the WAIT go in one explicit pipeline:
@@ -99,7 +89,9 @@ function checkOptions(options: IoredisOptions): void {
  */
 export function ioredisConnection(client: Redis | Cluster): RedisConnection {
   const options = client.options as IoredisOptions;
-  checkOptions(options);
+  // ioredis prepends its keyPrefix to every key of a named command, KEYS of scripts included (Command#_iterateKeys,
+  // by its command table): the store sends keys without it and learns it only to SCAN for and name its records.
+  const keyPrefix = keyPrefixBytes('ioredis', options.keyPrefix);
   const toNumbers = options.stringNumbers === true;
   // `scaleReads` other than 'master' sends read-only commands (GET) to replicas, which may lag; GETEX without
   // options reads the same value but is a write command to ioredis, so it goes to the slot's master.
@@ -113,14 +105,6 @@ export function ioredisConnection(client: Redis | Cluster): RedisConnection {
   const redirectsLeak =
     client.isCluster && (client.options as { enableAutoPipelining?: boolean }).enableAutoPipelining === true;
 
-  const { keyPrefix } = options;
-  // ioredis writes a string keyPrefix as UTF-8 before the key (Command#_iterateKeys), a Buffer one as it is.
-  const prefixBytes =
-    keyPrefix === undefined || keyPrefix === null
-      ? Buffer.alloc(0)
-      : Buffer.isBuffer(keyPrefix)
-        ? keyPrefix
-        : Buffer.from(String(keyPrefix), 'utf8');
   const keyNode = (address: string, node: Redis): KeyNode => ({
     address,
     async send([name, ...args]) {
@@ -130,7 +114,7 @@ export function ioredisConnection(client: Redis | Cluster): RedisConnection {
 
   return {
     name: client.isCluster ? 'ioredis Cluster' : 'ioredis',
-    keyPrefix: prefixBytes,
+    keyPrefix,
     async keyNodes() {
       if (!client.isCluster) return { nodes: [keyNode('server', client as Redis)], topology: 'server' };
       const cluster = client as Cluster;

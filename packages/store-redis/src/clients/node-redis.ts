@@ -3,26 +3,37 @@ import { classNames } from './class-chain.js';
 import {
   type Command,
   type KeyNode,
+  keyPrefixBytes,
   type RedisConnection,
   type ReplicaAck,
   type Reply,
   slotsDigest,
 } from './connection.js';
 
+/** node-redis's `keyPrefix` option (6.3 and later), a string or a Buffer. */
+interface KeyPrefixOption {
+  readonly keyPrefix?: unknown;
+}
 /** The part of node-redis's `RedisClient` the store uses (its generics make the real type unwieldy here). */
 interface NodeRedisClient {
   sendCommand(args: Command, options?: object): Promise<unknown>;
+  readonly options?: KeyPrefixOption;
 }
 /** The part of node-redis's `RedisCluster` the store uses. */
 interface NodeRedisCluster {
-  sendCommand(firstKey: string, isReadonly: boolean, args: Command, options?: object): Promise<unknown>;
+  sendCommand(firstKey: Key, isReadonly: boolean, args: Command, options?: object): Promise<unknown>;
+  /** The cluster's own options: its `keyPrefix` is one of them (not a node's, in `defaults`). */
+  readonly _options?: KeyPrefixOption;
   readonly masters: readonly { readonly address: string }[];
   /** Each slot's shard, by slot number (a slot no master serves is empty). */
   readonly slots: readonly ({ readonly master: { readonly address: string } } | undefined)[];
   nodeClient(node: object): Promise<NodeRedisClient> | NodeRedisClient;
   /** The client of the master of `key`'s slot (node-redis 6.3 and later). */
-  getNodeClientForKey?(key: string, isReadonly?: boolean): Promise<NodeRedisClient> | NodeRedisClient;
+  getNodeClientForKey?(key: Key, isReadonly?: boolean): Promise<NodeRedisClient> | NodeRedisClient;
 }
+
+/** A key as sent: the store's string, or the bytes of the client's keyPrefix and that string. */
+type Key = string | Buffer;
 
 // RESP_TYPES.BLOB_STRING ('$'): bulk strings as Buffers, so that bodies and fields stay bytes. Written out
 // rather than imported so that the store never loads `redis` itself (an optional peer).
@@ -41,19 +52,59 @@ const isConnectionLost = (error: unknown): boolean =>
 
 const wait = (count: number, timeoutMs: number): Command => ['WAIT', String(count), String(timeoutMs)];
 
+/** Where the keys are in each keyed command the store sends. */
+function keyPositions(command: Command): readonly number[] {
+  const [name] = command;
+  switch (name) {
+    case 'SET':
+    case 'GET':
+    case 'DEL':
+      return [1];
+    case 'EVALSHA':
+    case 'EVAL':
+      return Array.from({ length: Number(command[2]) }, (_, i) => 3 + i);
+    default:
+      throw new Error(`redis store: no key position known for ${name} on node-redis`);
+  }
+}
+
+/**
+ * The client's `keyPrefix`, put before the keys of each command by the connection itself: node-redis applies it
+ * to its typed commands only, never to `sendCommand`, which the store uses. Without this the records of two
+ * applications that share a Redis and are kept apart by their `keyPrefix` would be the same keys, and one would
+ * replay the other's answers. ioredis prepends its own by its command table; here the table is
+ * {@link keyPositions}, and an unknown command is refused with or without a prefix, never sent unprefixed. Like
+ * both libraries, SCAN's MATCH gets no prefix (the inspection puts {@link RedisConnection.keyPrefix} in it).
+ */
+function keyPrefixer(options: KeyPrefixOption | undefined) {
+  const keyPrefix = keyPrefixBytes('node-redis', options?.keyPrefix);
+  const key = (name: string): Key =>
+    keyPrefix.length === 0 ? name : Buffer.concat([keyPrefix, Buffer.from(name, 'utf8')]);
+  function command(sent: Command): Command {
+    const out: (string | Buffer)[] = [...sent];
+    for (const at of keyPositions(sent)) {
+      const name = out[at];
+      if (typeof name !== 'string') throw new Error(`redis store: ${sent[0]} without its key`);
+      out[at] = key(name);
+    }
+    return out as unknown as Command;
+  }
+  return { keyPrefix, key, command };
+}
+
 /** node-redis `createClient`: one connection, commands in order, so the WAIT follows the write on it. */
 export function nodeRedisClientConnection(client: NodeRedisClient): RedisConnection {
+  const prefixed = keyPrefixer(client.options);
   const server: KeyNode = {
     address: 'server',
     send: async (command) => (await client.sendCommand(command, BUFFERS)) as Reply,
   };
   return {
     name: 'node-redis',
-    // node-redis's own keyPrefix applies to its typed commands only: the store's raw sendCommand bypasses it.
-    keyPrefix: Buffer.alloc(0),
+    keyPrefix: prefixed.keyPrefix,
     keyNodes: async () => ({ nodes: [server], topology: 'server' }),
     async send(_key, command, ack) {
-      const reply = (await client.sendCommand(command, BUFFERS)) as Reply;
+      const reply = (await client.sendCommand(prefixed.command(command), BUFFERS)) as Reply;
       if (ack === undefined) return { reply };
       return { reply, acknowledged: Number(await client.sendCommand(wait(ack.count, ack.timeoutMs))) };
     },
@@ -69,6 +120,7 @@ export function nodeRedisClientConnection(client: NodeRedisClient): RedisConnect
  * master (see `writeAndWait`).
  */
 export function nodeRedisClusterConnection(cluster: NodeRedisCluster): RedisConnection {
+  const prefixed = keyPrefixer(cluster._options);
   /**
    * The write and its WAIT on one node's connection, in order: WAIT counts the replicas that have what its own
    * connection wrote. Routed one by one, a write redirected by MOVED (or sent to a restarted master that had
@@ -76,7 +128,7 @@ export function nodeRedisClusterConnection(cluster: NodeRedisCluster): RedisConn
    * writes: answers acknowledged that way were lost in a failover test. A MOVED reply means the write did not
    * run; a keyed read through the cluster then makes node-redis learn the new owner, and both go again.
    */
-  async function writeAndWait(key: string, command: Command, ack: ReplicaAck) {
+  async function writeAndWait(key: Key, command: Command, ack: ReplicaAck) {
     const getNode = cluster.getNodeClientForKey?.bind(cluster);
     if (getNode === undefined) {
       const reply = (await cluster.sendCommand(key, false, command, BUFFERS)) as Reply;
@@ -102,7 +154,7 @@ export function nodeRedisClusterConnection(cluster: NodeRedisCluster): RedisConn
 
   return {
     name: 'node-redis cluster',
-    keyPrefix: Buffer.alloc(0),
+    keyPrefix: prefixed.keyPrefix,
     async keyNodes() {
       const { masters } = cluster;
       if (masters.length === 0) throw new Error('redis store: the node-redis cluster knows no master');
@@ -119,7 +171,10 @@ export function nodeRedisClusterConnection(cluster: NodeRedisCluster): RedisConn
         topology: slotsDigest((slot) => cluster.slots[slot]?.master.address),
       };
     },
-    async send(key, command, ack) {
+    async send(name, sent, ack) {
+      // Routed by the key as sent: the slot is the store's hash tag's either way (a keyPrefix holds no brace).
+      const key = prefixed.key(name);
+      const command = prefixed.command(sent);
       if (ack === undefined)
         return { reply: (await cluster.sendCommand(key, false, command, BUFFERS)) as Reply };
       for (let attempt = 1; ; attempt++) {

@@ -21,8 +21,8 @@ import {
 
 /**
  * One client construction a user would plausibly write: a kind of client and the options it was built with.
- * `keyPrefix` is what the client itself puts before every key (ioredis `keyPrefix`), so that the test knows
- * where the records land.
+ * `keyPrefix` is what the client itself puts before every key (ioredis or node-redis `keyPrefix`), so that the
+ * test knows where the records land.
  */
 export interface ClientVariant {
   readonly name: string;
@@ -62,11 +62,15 @@ export const ioredisClusterVariant = (
 });
 
 type NodeRedisOptions = NonNullable<Parameters<typeof createClient>[0]>;
+type NodeRedisClusterOptions = Omit<Parameters<typeof createCluster>[0], 'rootNodes' | 'RESP'>;
+
+/** A variant's string keyPrefix (the matrix uses strings; Buffers have a test of their own). */
+const stringPrefix = (keyPrefix: unknown): string => (typeof keyPrefix === 'string' ? keyPrefix : '');
 
 export const nodeRedisVariant = (name: string, options: NodeRedisOptions = {}): ClientVariant => ({
   name: `node-redis ${name}`,
   kind: 'node-redis',
-  keyPrefix: '',
+  keyPrefix: stringPrefix(options.keyPrefix),
   async open() {
     const client = createClient({ url: REDIS_URL, ...options });
     client.on('error', () => {}); // reported through the failing calls
@@ -75,12 +79,17 @@ export const nodeRedisVariant = (name: string, options: NodeRedisOptions = {}): 
   },
 });
 
-export const nodeRedisClusterVariant = (name: string, RESP: 2 | 3): ClientVariant => ({
+export const nodeRedisClusterVariant = (
+  name: string,
+  RESP: 2 | 3,
+  options: NodeRedisClusterOptions = {},
+): ClientVariant => ({
   name: `node-redis cluster ${name}`,
   kind: 'node-redis cluster',
-  keyPrefix: '',
+  keyPrefix: stringPrefix(options.keyPrefix),
   async open() {
     const client = createCluster({
+      ...options,
       rootNodes: CLUSTER_NODES.map(({ host, port }) => ({ url: `redis://${host}:${port}` })),
       RESP,
     });
