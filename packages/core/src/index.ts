@@ -69,7 +69,9 @@ export {
 export {
   checkListParams,
   checkStatsParams,
+  decodeCursor,
   decodeRecordCursor,
+  encodeCursor,
   encodeRecordCursor,
   listedBy,
   listedRecord,

@@ -47,29 +47,34 @@ export function checkStatsParams(params: StatsParams): void {
   checkNow(params.nowMs);
 }
 
-const CURSOR_TAG = 'k1';
+/** An opaque page cursor: `[tag, ...parts]` as base64url JSON, URL- and shell-safe. */
+export const encodeCursor = (tag: string, parts: readonly unknown[]): string =>
+  Buffer.from(JSON.stringify([tag, ...parts]), 'utf8').toString('base64url');
 
-/** The cursor after `ref`, for stores that list by (scope, key): opaque to callers, URL- and shell-safe. */
-export const encodeRecordCursor = (ref: RecordRef): string =>
-  Buffer.from(JSON.stringify([CURSOR_TAG, ref.scope, ref.key]), 'utf8').toString('base64url');
-
-/** The (scope, key) a cursor of {@link encodeRecordCursor} stands after; a `RangeError` for anything else. */
-export function decodeRecordCursor(cursor: string): RecordRef {
+/** The `count` parts of a cursor {@link encodeCursor} made with `tag`; `undefined` for anything else. */
+export function decodeCursor(cursor: string, tag: string, count: number): unknown[] | undefined {
   let parsed: unknown;
   try {
     parsed = /^[A-Za-z0-9_-]+$/.test(cursor)
       ? JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'))
       : undefined;
   } catch {}
-  if (
-    !Array.isArray(parsed) ||
-    parsed.length !== 3 ||
-    parsed[0] !== CURSOR_TAG ||
-    typeof parsed[1] !== 'string' ||
-    typeof parsed[2] !== 'string'
-  )
+  if (!Array.isArray(parsed) || parsed.length !== count + 1 || parsed[0] !== tag) return undefined;
+  return parsed.slice(1);
+}
+
+const RECORD_CURSOR = 'k1';
+
+/** The cursor after `ref`, for stores that list by (scope, key). */
+export const encodeRecordCursor = (ref: RecordRef): string =>
+  encodeCursor(RECORD_CURSOR, [ref.scope, ref.key]);
+
+/** The (scope, key) a cursor of {@link encodeRecordCursor} stands after; a `RangeError` for anything else. */
+export function decodeRecordCursor(cursor: string): RecordRef {
+  const [scope, key] = decodeCursor(cursor, RECORD_CURSOR, 2) ?? [];
+  if (typeof scope !== 'string' || typeof key !== 'string')
     throw new RangeError('malformed cursor: pass back the cursor of a page of this store');
-  return { scope: parsed[1], key: parsed[2] };
+  return { scope, key };
 }
 
 /** A record as `list` shows it: the body's size always, its bytes only with `bodies`. */

@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { decodeCursor, encodeCursor } from '@idem/core';
 import { parseRecordTag } from './key-layout.js';
 
 /**
@@ -27,24 +28,16 @@ export const storeDigest = (namePrefix: Buffer): string =>
 
 /** The opaque cursor of a position: base64url JSON, URL- and shell-safe. */
 export const encodeListCursor = (position: ListPosition): string =>
-  Buffer.from(
-    JSON.stringify([TAG, position.store, position.topology, position.node, position.scan, position.pending]),
-    'utf8',
-  ).toString('base64url');
+  encodeCursor(TAG, [position.store, position.topology, position.node, position.scan, position.pending]);
 
 const malformed = () =>
   new RangeError('malformed cursor: pass back the cursor of a page of this store, or list without one');
 
 /** The position of a cursor {@link encodeListCursor} made; a `RangeError` for anything else. */
 export function decodeListCursor(cursor: string): ListPosition {
-  let parsed: unknown;
-  try {
-    parsed = /^[A-Za-z0-9_-]+$/.test(cursor)
-      ? JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'))
-      : undefined;
-  } catch {}
-  if (!Array.isArray(parsed) || parsed.length !== 6 || parsed[0] !== TAG) throw malformed();
-  const [, store, topology, node, scan, pending] = parsed as unknown[];
+  const parts = decodeCursor(cursor, TAG, 5);
+  if (parts === undefined) throw malformed();
+  const [store, topology, node, scan, pending] = parts;
   if (
     typeof store !== 'string' ||
     typeof topology !== 'string' ||
