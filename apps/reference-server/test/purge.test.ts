@@ -1,4 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
+import { DEFAULT_TABLE } from '@idem/store-sql';
+import pg from 'pg';
 import { describe, expect, test } from 'vitest';
 import { backends } from './support/databases.js';
 import { call, idempotencyRecords, type Node, newKey, startNode } from './support/server.js';
@@ -56,6 +58,35 @@ for (const backend of [sqlite, ...backends]) {
     });
   });
 }
+
+const [postgres] = backends as [(typeof backends)[number]];
+
+describe.runIf(await postgres.up())('the purge scheduler on a store database of its own', () => {
+  test('IDEMPOTENCY_STORE_URL on PostgreSQL, the catalog on SQLite: the store’s table shrinks to 0, the catalog never held one', async () => {
+    const records = await postgres.fresh();
+    const node = await startNode('sqlite::memory:', { ...SHORT_LIVED, IDEMPOTENCY_STORE_URL: records.url });
+    const client = new pg.Client({ connectionString: records.url });
+    await client.connect();
+    const storeCount = async () =>
+      Number((await client.query(`SELECT count(*) AS n FROM ${DEFAULT_TABLE}`)).rows[0]?.n);
+    try {
+      await createWithKeys(node, 5);
+      const counts = [await storeCount()];
+      const deadline = Date.now() + 10_000;
+      while ((counts.at(-1) as number) > 0 && Date.now() < deadline) {
+        await sleep(100);
+        counts.push(await storeCount());
+      }
+      expect(counts[0]).toBe(5);
+      expect(counts.at(-1)).toBe(0);
+      expect(await recordCount(node)).toBe(0); // the catalog's own table: never used
+    } finally {
+      await client.end();
+      await node.close();
+      await records.drop();
+    }
+  });
+});
 
 describe('the purge setting', () => {
   test('IDEMPOTENCY_PURGE_ENABLED=false keeps expired records', async () => {

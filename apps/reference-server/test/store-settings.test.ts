@@ -117,6 +117,25 @@ for (const setting of STORE_SETTINGS) {
       expect(table.metadata['metadata-log']).toHaveLength(1); // one commit, not two
     });
 
+    test('a replayed create shows the table as it is now (rebuilt from the catalog, outside any transaction with a lease)', async () => {
+      const namespace = `${tag}-rebuilt`;
+      await as(node, 'alice', 'POST', '/v1/namespaces', { body: { namespace: [namespace] } });
+      const key = newKey();
+      const request = { name: 'fresh', schema };
+      const path = `/v1/namespaces/${namespace}/tables`;
+      const createdTable = await as(node, 'alice', 'POST', path, { key, body: request });
+      expect(createdTable.status, createdTable.text).toBe(200);
+      await as(node, 'alice', 'POST', `${path}/fresh`, {
+        body: { requirements: [], updates: [{ action: 'set-properties', updates: { later: 'yes' } }] },
+      });
+      const replay = await as(node, 'alice', 'POST', path, { key, body: request });
+      expect(replay.status).toBe(200);
+      expect(replay.headers.get('idempotent-replayed')).toBe('true');
+      expect(replay.json().metadata['table-uuid']).toBe(createdTable.json().metadata['table-uuid']);
+      expect(replay.json().metadata.properties).toEqual({ later: 'yes' });
+      expect(replay.json().config).toEqual({});
+    });
+
     test('the same key with another body: 400 (used for another request), and nothing changed', async () => {
       const key = newKey();
       const first = await as(node, 'alice', 'POST', '/v1/namespaces', {

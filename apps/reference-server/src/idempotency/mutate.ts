@@ -113,7 +113,7 @@ async function inTransaction(
  *
  * - A refusal of the work (404, 409: the transaction rolls back) is an answer like any other: stored, and sent
  *   only if it was this request's to store (a key taken over meanwhile answers a retryable 503 instead).
- * - A fault (5xx, nothing committed) releases the key before the retryable 503 goes out, so the retry runs.
+ * - A fault (5xx, nothing committed) releases the key with the retryable 503, so the retry runs.
  * - A COMMIT that did not answer may have committed: the key is kept in flight (never released, never
  *   finalized) and the answer is Iceberg's 500 CommitStateUnknownException, which tells the client not to
  *   assume either outcome. A retry with the key waits (503) until the lease lapses, then runs again.
