@@ -68,6 +68,11 @@ export type IdempotencyEvent =
       readonly status?: number;
     })
   | (ExecutionEvent & {
+      /** The host held the key in flight (`execution.hold`): the outcome of its work is unknown. */
+      readonly type: 'held';
+      readonly reason: string;
+    })
+  | (ExecutionEvent & {
       readonly type: 'lease-lost';
       readonly phase: 'heartbeat' | 'finalize' | 'release';
       /** The handler's status, when it had one (`finalize`, `release`). */

@@ -120,6 +120,13 @@ interface ExecutionBase<Host> extends RecordContext<Host> {
 export interface LeasedExecution<Host = unknown> extends ExecutionBase<Host> {
   readonly lifecycle: 'leased';
   readonly state: LeasedState;
+  /**
+   * The work may or may not have taken effect (its commit did not answer): neither store an answer nor release
+   * the key, and stop renewing the lease. The key stays in flight until its lease lapses, so a retry waits (or
+   * is refused as in flight) instead of running the work again at once, and then takes the key over. Reports a
+   * `held` event with `reason`; every later `finish` or `abort` is a no-op. Never throws.
+   */
+  hold(reason: string): void;
 }
 
 /**
@@ -662,6 +669,14 @@ export class KeyedExecution<Host = unknown> implements Renewable {
     this.#take('abort');
     this.#stopRenewing();
     await this.#release('aborted');
+  }
+
+  hold(reason: string): void {
+    if (this.lifecycle !== 'leased') throw new Error('hold: only a leased execution holds its key');
+    if (this.#state === 'settled') return;
+    this.#take('hold');
+    this.#stopRenewing();
+    if (this.#listening) this.#runtime.emit({ type: 'held', ...this.#eventBase(0), reason });
   }
 
   async #release(reason: 'status' | 'aborted' | 'unstorable', status?: number): Promise<FinishOutcome> {

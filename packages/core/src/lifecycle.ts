@@ -36,7 +36,7 @@ export type TransactionalState = 'pending' | 'reserved' | 'written' | 'write-fai
 export type ExecutionState = LeasedState | TransactionalState;
 
 /** What moves an execution: one of the host's calls, or the heartbeat. */
-export type LifecycleTrigger = 'reserveWith' | 'finalizeWith' | 'finish' | 'abort' | 'heartbeat';
+export type LifecycleTrigger = 'reserveWith' | 'finalizeWith' | 'finish' | 'abort' | 'hold' | 'heartbeat';
 
 export interface Transition<State extends string> {
   readonly from: readonly State[];
@@ -107,6 +107,12 @@ export const LEASED = {
   },
   write: { from: ['reserved', 'lost'], to: 'written', ...finishes.write },
   ...afterWrite,
+  hold: {
+    from: ['reserved', 'lost', 'written', 'write-failed'],
+    on: 'hold',
+    to: 'settled',
+    does: "the work's outcome is unknown (its commit did not answer): store nothing, release nothing, stop renewing; the key stays in flight until its lease lapses",
+  },
 } as const satisfies Record<string, Transition<LeasedState>>;
 
 /** The transactional lifecycle's transitions, by name. */

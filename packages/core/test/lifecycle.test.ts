@@ -168,6 +168,29 @@ const leasedWalks: Record<keyof typeof LEASED, () => Promise<void>> = {
     expect(await again.execution.finish(created())).toBe('released');
     ends(again.execution, 'settled');
   },
+  async hold() {
+    const { execution, backend, events, idem } = await leased({ heartbeatIntervalMs: 10 });
+    execution.hold('the commit did not answer');
+    ends(execution, 'settled');
+    expect(events.at(-1)).toMatchObject({ type: 'held', reason: 'the commit did not answer' });
+    const calls = backend.calls.length;
+    // Neither stored nor released, and no longer renewed: later answers change nothing, and the key is in flight.
+    expect(await execution.finish(created())).toBe('already-settled');
+    await execution.abort();
+    await new Promise((resolve) => setTimeout(resolve, 40));
+    expect(backend.calls.slice(calls).filter((call) => call !== 'reserve')).toEqual([]);
+    expect(backend.only()).toMatchObject({ owner: execution.owner, response: null });
+    expect((await idem.begin(post())).action).toBe('reject');
+    // From a write whose commit is unknown too.
+    const written = await leased();
+    await written.execution.finalizeWith(
+      created(),
+      inTransaction(() => true),
+    );
+    written.execution.hold('the commit did not answer');
+    ends(written.execution, 'settled');
+    expect(await written.execution.finish(created())).toBe('already-settled');
+  },
   async 'abort-after-write'() {
     const { execution, backend, events } = await leased();
     await execution.finalizeWith(

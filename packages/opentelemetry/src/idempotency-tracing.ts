@@ -71,7 +71,7 @@ interface Tracked {
 }
 
 type DecisionEvent = Extract<IdempotencyEvent, { type: 'reserved' | 'replayed' | 'conflict' | 'mismatch' }>;
-type EndEvent = Extract<IdempotencyEvent, { type: 'finalized' | 'released' | 'lease-lost' }>;
+type EndEvent = Extract<IdempotencyEvent, { type: 'finalized' | 'released' | 'held' | 'lease-lost' }>;
 
 /** Epoch milliseconds with sub-millisecond precision, as OpenTelemetry takes them. */
 const nowMs = (): number => performance.timeOrigin + performance.now();
@@ -173,6 +173,7 @@ export function createIdempotencyTracing(options: IdempotencyTracingOptions = {}
     tracked.delete(event.owner);
     const failed =
       event.type === 'lease-lost' ||
+      event.type === 'held' ||
       event.status === undefined ||
       event.status >= 500 ||
       (event.type === 'released' && event.reason !== 'status');
@@ -182,7 +183,7 @@ export function createIdempotencyTracing(options: IdempotencyTracingOptions = {}
       [Attribute.Outcome]: event.type,
       [Attribute.OperationStatus]: failed ? 'failure' : 'success',
     };
-    if (event.status !== undefined) attributes[Attribute.StatusCode] = event.status;
+    if (event.type !== 'held' && event.status !== undefined) attributes[Attribute.StatusCode] = event.status;
     const startMs = entry?.reservedAtMs ?? endMs - event.executionMs;
     const span = record(
       SpanName.Process,
@@ -237,6 +238,7 @@ export function createIdempotencyTracing(options: IdempotencyTracingOptions = {}
         return;
       case 'finalized':
       case 'released':
+      case 'held':
         ended(event, nowMs());
         return;
       case 'lease-lost':

@@ -259,6 +259,10 @@ export function createIdempotencyMetrics(options: IdempotencyMetricsOptions = {}
         }
         ended(event.owner, event.status, event.executionMs);
         return;
+      case 'held':
+        // Its work's outcome is unknown: the key stays in flight in the store, but this node is done with it.
+        ended(event.owner, undefined, event.executionMs);
+        return;
       case 'lease-lost': {
         // Counted per execution, where it first found out: a heartbeat that finds the key taken and the
         // finalize that then fails report one lost lease.

@@ -140,7 +140,8 @@ async function underLease(
     committed = true;
   } catch (error) {
     if (error instanceof CommitOutcomeUnknown) {
-      lease.keepInFlight(execution, error);
+      // Neither stored nor released: a retry must not run the work again at once (it may have committed).
+      execution.hold(error.message);
       request.log.warn(
         { key: execution.key },
         'the commit of a keyed mutation was not confirmed: its key stays in flight until its lease lapses',
@@ -151,7 +152,6 @@ async function underLease(
         'the catalog database did not confirm the commit in time: whether the change was applied is unknown ' +
           '(read it back to see); a retry with the same key waits for its lease to lapse, then runs again',
       );
-      await execution.finish({ status: 500, headers: {}, body: null });
       throw unknown;
     }
     const refusal = toIcebergError(error);

@@ -7,7 +7,7 @@ import type { ServerConfig } from '../config.js';
 import type { CatalogDatabase } from '../database/catalog-database.js';
 import type { Executor } from '../database/executor.js';
 import { errorTypeOf } from '../http/errors.js';
-import { type LeaseControl, leasedStore } from './lease.js';
+import { type LeaseControl, leaseFence } from './lease.js';
 import type { IdempotencyBackend } from './open-store.js';
 import { replayRebuilder } from './replay.js';
 import { scopeOf } from './scope.js';
@@ -52,18 +52,15 @@ export const catalogIdempotency = fp<CatalogIdempotencyOptions>(
     app.decorateRequest('transaction', undefined);
     // Only the catalog's own database can hold a key in the mutation's transaction; any other store holds it
     // under a lease, renewed while the mutation runs and fenced by its owner before the commit.
-    const leased =
+    const lease =
       backend.fence === 'lease'
-        ? leasedStore(backend.store, {
-            leaseMs: config.idempotency.leaseMs,
-            storeTimeoutMs: STORE_TIMEOUT_MS,
-          })
+        ? leaseFence(backend.store, { leaseMs: config.idempotency.leaseMs, storeTimeoutMs: STORE_TIMEOUT_MS })
         : undefined;
-    app.decorate('idempotencyLease', leased?.control);
+    app.decorate('idempotencyLease', lease);
     if (!config.idempotency.enabled) return;
     const { maxEntries, maxBytes } = config.idempotency.replayCache;
     const onEvent = app.idempotencyEvents;
-    const store = leased?.store ?? backend.store;
+    const { store } = backend;
     await app.register(fastifyIdempotency, {
       // With a replay cache, a replay found in memory is answered before any transaction begins (and, with a
       // leased store, before the store is asked).

@@ -18,6 +18,7 @@ export type AuditDecision =
   | 'in-flight'
   | 'finalized'
   | 'released'
+  | 'held'
   | 'lease-lost'
   | 'store-unavailable'
   | 'store-limit';
@@ -84,6 +85,8 @@ export function createAuditLog(sink: AuditSink, options: AuditLogOptions): Idemp
           ...(event.status === undefined ? {} : { status: event.status }),
           durationMs: round(event.executionMs),
         });
+      case 'held':
+        return line('held', event, { reason: event.reason, durationMs: round(event.executionMs) }, true);
       case 'lease-lost':
         return line(
           'lease-lost',
