@@ -273,7 +273,7 @@ for (const [name, up, make] of matrix) {
       const unconfirmed = await run('forget', '--key', KEY_DONE, '--scope', SCOPE);
       expectOneLine(unconfirmed, 4, /without confirmation: pass --yes/);
       const running = await run('forget', '--key', KEY_RUNNING, '--scope', SCOPE, '--yes');
-      expectOneLine(running, 4, /in flight .* --force/);
+      expectOneLine(running, 4, /in flight; .* --force/);
       expect(await store.load({ scope: SCOPE, key: KEY_RUNNING })).toBeDefined();
 
       const done = await run('forget', '--key', KEY_DONE, '--scope', SCOPE, '--yes', '--json');
