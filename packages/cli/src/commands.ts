@@ -22,6 +22,7 @@ import {
   humanDuration,
   humanTime,
   type Io,
+  inert,
   stateText,
   table,
 } from './output.js';
@@ -54,7 +55,7 @@ const refOf = (options: { key: string; scope: string }): RecordRef => ({
 });
 
 const describeRef = ({ scope, key }: RecordRef): string =>
-  scope === '' ? `key ${key}` : `key ${key} in scope ${JSON.stringify(scope)}`;
+  scope === '' ? `key ${inert(key)}` : `key ${inert(key)} in scope ${inert(JSON.stringify(scope))}`;
 
 /** A record as `--json` shows it: times as ms and ISO, the body (when read) as base64 and, if it is, UTF-8. */
 function recordJson(record: IdempotencyRecord | ListedRecord, nowMs: number, withBody: boolean) {
@@ -122,12 +123,12 @@ export async function inspect(
   const { colors, nowMs } = ctx;
   const state = recordStateAt(record, nowMs);
   const rows: [string, string][] = [
-    ['key', record.key],
-    ['scope', record.scope === '' ? colors.dim("'' (the default scope)") : record.scope],
+    ['key', inert(record.key)],
+    ['scope', record.scope === '' ? colors.dim("'' (the default scope)") : inert(record.scope)],
     ['state', stateText(state, colors)],
     ['created', humanTime(record.createdAtMs, nowMs)],
     ['expires', humanTime(record.expiresAtMs, nowMs)],
-    ['fingerprint', record.fingerprint],
+    ['fingerprint', inert(record.fingerprint)],
   ];
   const { response } = record;
   if (response === null) {
@@ -136,10 +137,10 @@ export async function inspect(
       'lease',
       `${humanTime(record.leaseUntilMs, nowMs)}${lapsed ? colors.red(' lapsed: the next retry takes the key over') : ''}`,
     ]);
-    rows.push(['owner', record.owner ?? '']);
+    rows.push(['owner', inert(record.owner ?? '')]);
   } else {
     rows.push(['status', String(response.status)]);
-    const headers = Object.entries(response.headers).map(([name, value]) => `${name}: ${value}`);
+    const headers = Object.entries(response.headers).map(([name, value]) => inert(`${name}: ${value}`));
     rows.push(['headers', headers.length === 0 ? colors.dim('none') : headers.join('\n')]);
     const bytes = bodyBytesOf(record);
     rows.push([
@@ -156,7 +157,7 @@ export async function inspect(
     const bytes = Buffer.from(response.body);
     ctx.out(
       isUtf8(bytes)
-        ? `\n${bytes.toString('utf8')}\n`
+        ? `\n${inert(bytes.toString('utf8'), true)}\n`
         : `\n${colors.dim('binary, as base64:')}\n${bytes.toString('base64')}\n`,
     );
   }
@@ -250,8 +251,8 @@ export async function list(
       const bytes = bodyBytesOf(record);
       return [
         stateText(state, colors),
-        record.scope === '' ? colors.dim("''") : record.scope,
-        record.key,
+        record.scope === '' ? colors.dim("''") : inert(record.scope),
+        inert(record.key),
         record.response === null ? colors.dim('-') : String(record.response.status),
         new Date(record.createdAtMs).toISOString(),
         state === 'expired'

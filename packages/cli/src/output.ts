@@ -55,6 +55,29 @@ export function humanBytes(bytes: number): string {
 
 export const count = (n: number): string => n.toLocaleString('en-US');
 
+// C0 controls, DEL, C1 controls (U+009B is a CSI by itself) and the bidi overrides: what a stored scope, key,
+// header or body would use to rewrite the operator's terminal (clear it, retitle it, plant a link, move the
+// cursor back over a line) or to hide text from them. Their values come from whoever sent the request.
+// biome-ignore lint/suspicious/noControlCharactersInRegex: these are the characters escaped.
+const CONTROL = /[\u0000-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/g;
+const CONTROL_IN_LINES =
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: these are the characters escaped.
+  /\r(?!\n)|[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/g;
+const ESCAPES: Record<string, string> = { '\n': '\\n', '\r': '\\r', '\t': '\\t' };
+
+/**
+ * A stored value as inert text for a terminal: each control character written as its escape (`\x1b`, `\r`,
+ * `\u202e`). `lines`: a body's own line breaks and tabs stay. `--json` shows values exactly instead.
+ */
+export function inert(text: string, lines = false): string {
+  return text.replace(lines ? CONTROL_IN_LINES : CONTROL, (char) => {
+    const code = char.charCodeAt(0);
+    return (
+      ESCAPES[char] ?? (code < 0x100 ? `\\x${code.toString(16).padStart(2, '0')}` : `\\u${code.toString(16)}`)
+    );
+  });
+}
+
 /** `label  value` lines, the labels padded to one width. */
 export function fields(rows: readonly (readonly [string, string])[], colors: Colors): string {
   const width = Math.max(...rows.map(([label]) => label.length));

@@ -1,0 +1,169 @@
+import { execFile } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { PassThrough } from 'node:stream';
+import { fileURLToPath } from 'node:url';
+import type { IdempotencyStore } from '@idem/core';
+import { createSqlStore } from '@idem/store-sql';
+import Database from 'better-sqlite3';
+import { drizzle as sqliteDrizzle } from 'drizzle-orm/better-sqlite3';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { run } from '../src/program.js';
+
+// Attacks on the `idem` command: what a stored value, a URL or an operator's keystroke can make it do. Run in
+// process where the output is all that matters, as the built binary where the process itself is the question.
+
+const BIN = fileURLToPath(new URL('../dist/bin.js', import.meta.url));
+
+interface Ran {
+  readonly code: number;
+  readonly stdout: string;
+  readonly stderr: string;
+  readonly ms: number;
+}
+
+/** The built binary as a child process. */
+function _idem(args: readonly string[], env: NodeJS.ProcessEnv = {}): Promise<Ran> {
+  if (!existsSync(BIN)) throw new Error(`${BIN} is missing: run pnpm build first`);
+  const started = performance.now();
+  return new Promise((resolve) => {
+    execFile(
+      process.execPath,
+      [BIN, ...args],
+      { env: { PATH: process.env.PATH, ...env }, timeout: 60_000 },
+      (error, stdout, stderr) => {
+        const code = error === null ? 0 : typeof error.code === 'number' ? error.code : -1;
+        resolve({ code, stdout, stderr, ms: performance.now() - started });
+      },
+    );
+  });
+}
+
+/** A terminal-less stream that keeps what is written. */
+function sink(tty = false) {
+  const stream = Object.assign(new PassThrough(), { isTTY: tty, columns: 100 });
+  let text = '';
+  stream.on('data', (chunk: Buffer) => {
+    text += chunk.toString('utf8');
+  });
+  return { stream, text: () => text };
+}
+
+/** `run` in this process; `stdin` (a terminal when `tty`) is the operator's keyboard. */
+function inProcess(argv: readonly string[], options: { tty?: boolean; env?: NodeJS.ProcessEnv } = {}) {
+  const stdout = sink();
+  const stderr = sink(options.tty === true);
+  const stdin = Object.assign(new PassThrough(), { isTTY: options.tty === true });
+  const done = run(argv, { stdout: stdout.stream, stderr: stderr.stream, stdin, env: options.env ?? {} });
+  return { done, stdin, stdout: stdout.text, stderr: stderr.text };
+}
+
+async function _until(check: () => boolean, what: string): Promise<void> {
+  for (let i = 0; i < 200 && !check(); i++) await new Promise((resolve) => setTimeout(resolve, 25));
+  if (!check()) throw new Error(`timed out waiting for ${what}`);
+}
+
+/** A SQLite file migrated by the command, and the library's store over it. */
+function sqliteFile() {
+  const dir = mkdtempSync(join(tmpdir(), 'idem-cli-review-'));
+  const file = join(dir, 'records.db');
+  let connection: Database.Database | undefined;
+  return {
+    url: `sqlite:${file}`,
+    async store(): Promise<IdempotencyStore> {
+      const migrated = await inProcess(['migrate', `sqlite:${file}`]).done;
+      expect(migrated).toBe(0);
+      connection ??= new Database(file, { fileMustExist: true });
+      return createSqlStore(sqliteDrizzle(connection), { dialect: 'sqlite' });
+    },
+    dispose() {
+      connection?.close();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+const HOUR_MS = 3_600_000;
+
+/** A completed record of (scope, key) with these headers and body, written through the library. */
+async function completed(
+  store: IdempotencyStore,
+  ref: { scope: string; key: string },
+  response: { headers?: Record<string, string>; body?: string; owner?: string; fingerprint?: string } = {},
+) {
+  const now = Date.now();
+  const owner = response.owner ?? 'owner-1';
+  await store.reserve({
+    ...ref,
+    fingerprint: response.fingerprint ?? 'f'.repeat(64),
+    owner,
+    nowMs: now - 1000,
+    leaseUntilMs: now + 30_000,
+    expiresAtMs: now + HOUR_MS,
+  });
+  expect(
+    await store.finalize({
+      ...ref,
+      owner,
+      nowMs: now,
+      response: {
+        status: 200,
+        headers: response.headers ?? {},
+        body: response.body === undefined ? null : new TextEncoder().encode(response.body),
+      },
+    }),
+  ).toBe(true);
+}
+
+// ESC, BEL, CR, a C1 CSI and a bidi override: what rewrites an operator's terminal or hides text from them.
+// biome-ignore lint/suspicious/noControlCharactersInRegex: the characters that must not be there.
+const CONTROL = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/;
+
+describe('stored values never reach the terminal as control sequences', () => {
+  const db = sqliteFile();
+  let store: IdempotencyStore;
+  const scope = 'tenant\u001b]0;owned\u0007\u001b[2J\rtenant';
+  const key = 'order\u001b[31m-1\nfake line';
+  beforeAll(async () => {
+    store = await db.store();
+    await completed(
+      store,
+      { scope, key },
+      {
+        owner: 'o',
+        fingerprint: 'fp\u009b2J',
+        headers: { 'x-note': 'a\u001b]8;;https://evil.example\u0007click\u001b]8;;\u0007\r\u001b[Kok' },
+        body: 'body\u001b[2J\u202eevil\nsecond line',
+      },
+    );
+  });
+  afterAll(() => db.dispose());
+
+  test('list shows a hostile scope and key as one inert row', async () => {
+    const ran = inProcess(['list', db.url]);
+    expect(await ran.done).toBe(0);
+    expect(ran.stdout()).not.toMatch(CONTROL);
+    expect(ran.stdout().trimEnd().split('\n')).toHaveLength(2);
+    expect(ran.stdout()).toContain('\\x1b]0;owned');
+  });
+
+  test('inspect shows hostile headers, fingerprint and body inert, and the JSON keeps them exact', async () => {
+    const ran = inProcess(['inspect', db.url, '--key', key, '--scope', scope, '--body']);
+    expect(await ran.done).toBe(0);
+    expect(ran.stdout()).not.toMatch(CONTROL);
+    expect(ran.stdout()).toContain('second line'); // a body's own line breaks stay
+    const json = inProcess(['inspect', db.url, '--key', key, '--scope', scope, '--body', '--json']);
+    expect(await json.done).toBe(0);
+    const { record } = JSON.parse(json.stdout());
+    expect(record.scope).toBe(scope);
+    expect(record.key).toBe(key);
+  });
+
+  test('a message naming a key it did not find is one inert line', async () => {
+    const ran = inProcess(['inspect', db.url, '--key', 'x\u001b[2J\ny']);
+    expect(await ran.done).toBe(3);
+    expect(ran.stderr()).not.toMatch(CONTROL);
+    expect(ran.stderr().trimEnd().split('\n')).toHaveLength(1);
+  });
+});
