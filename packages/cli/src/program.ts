@@ -5,7 +5,7 @@ import * as commands from './commands.js';
 import { describeError } from './describe-error.js';
 import { type OpenedStore, openStore } from './open-store.js';
 import { colorsFor, type Io } from './output.js';
-import { parseStoreUrl, type StoreUrl, secretsOf } from './store-url.js';
+import { maskerOf, parseStoreUrl, type StoreUrl } from './store-url.js';
 
 declare const __IDEM_CLI_VERSION__: string | undefined;
 // Set by the build (tsup.config.ts) from package.json.
@@ -57,12 +57,13 @@ function storeCommand(program: Command, name: string, summary: string): Command 
 
 /**
  * Run the `idem` command with `argv` (the arguments after the program name) and return its exit code: one
- * line on stderr for anything that went wrong, never a stack trace; every write masks the URL's password.
+ * line on stderr for anything that went wrong, never a stack trace; every message masks the URL's password.
  */
 export async function run(argv: readonly string[], io: Io): Promise<ExitCode> {
-  const secrets = argv.flatMap(secretsOf).concat(secretsOf(io.env[URL_VARIABLE] ?? ''));
-  const mask = (text: string) => secrets.reduce((masked, secret) => masked.replaceAll(secret, '***'), text);
-  const out = (text: string) => void io.stdout.write(mask(text));
+  const mask = maskerOf([...argv, io.env[URL_VARIABLE] ?? '']);
+  // stdout carries the records as stored: a password that also occurs in them is data there, and masking it
+  // would corrupt the JSON (a body of 1234 bytes under the password 1234). Every message goes to stderr, masked.
+  const out = (text: string) => void io.stdout.write(text);
   const err = (text: string) => void io.stderr.write(mask(text));
   const colors = colorsFor(io, 'stdout');
   const errColors = colorsFor(io, 'stderr');
@@ -111,7 +112,7 @@ export async function run(argv: readonly string[], io: Io): Promise<ExitCode> {
     .exitOverride()
     .showHelpAfterError('(idem <command> --help for its options)')
     .configureOutput({
-      writeOut: out,
+      writeOut: (text) => void io.stdout.write(mask(text)),
       writeErr: err,
       outputError: (text, write) => write(errColors.red(text)),
     })

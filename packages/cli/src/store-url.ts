@@ -109,11 +109,19 @@ export function parseStoreUrl(text: string): StoreUrl {
   }
 }
 
+/** The password of a URL's userinfo as typed: up to the authority's last `@` (a password may hold `@` and `/`). */
+function passwordOf(text: string): string | undefined {
+  const rest = /^[a-z][a-z0-9+.-]*:\/\/([^?#]*)/i.exec(text)?.[1];
+  const at = rest?.lastIndexOf('@') ?? -1;
+  const auth = rest?.slice(0, Math.max(at, 0)) ?? '';
+  return at !== -1 && auth.includes(':') ? auth.slice(auth.indexOf(':') + 1) : undefined;
+}
+
+const SECRET_PARAM = /([?&][^=&#]*(?:pass|secret|token|key)[^=&#]*=)([^&#]*)/gi;
+
 /** Every secret of a URL as it may appear in a message (raw and percent-decoded), longest first. */
 export function secretsOf(text: string): string[] {
   const secrets = new Set<string>();
-  const auth = /^[a-z][a-z0-9+.-]*:\/\/([^@/]*)@/i.exec(text)?.[1];
-  const password = auth?.includes(':') ? auth.slice(auth.indexOf(':') + 1) : undefined;
   const add = (value: string | undefined) => {
     if (value === undefined || value.length < 3) return;
     secrets.add(value);
@@ -121,7 +129,32 @@ export function secretsOf(text: string): string[] {
       secrets.add(decodeURIComponent(value));
     } catch {}
   };
-  add(password);
-  for (const match of text.matchAll(/[?&][^=&#]*(?:pass|secret|token|key)[^=&#]*=([^&#]*)/gi)) add(match[1]);
+  add(passwordOf(text));
+  for (const match of text.matchAll(SECRET_PARAM)) add(match[2]);
   return [...secrets].sort((a, b) => b.length - a.length);
+}
+
+/**
+ * What masks the secrets of `texts` (the arguments, the environment's URL) in a message. A URL quoted whole (as
+ * commander quotes an argument it refuses) is shown with its password and secret parameters masked, however
+ * short they are; a password quoted alone (by a driver), wherever it is at least 3 characters long: a shorter
+ * one would mask ordinary words.
+ */
+export function maskerOf(texts: readonly string[]): (text: string) => string {
+  const whole: [string, string][] = [];
+  for (const text of texts) {
+    const password = passwordOf(text);
+    const shown = (password === undefined ? text : text.replace(`:${password}@`, () => ':***@')).replace(
+      SECRET_PARAM,
+      '$1***',
+    );
+    if (shown !== text) whole.push([text, shown]);
+  }
+  whole.sort(([a], [b]) => b.length - a.length);
+  const secrets = texts.flatMap(secretsOf).sort((a, b) => b.length - a.length);
+  return (text) =>
+    secrets.reduce(
+      (masked, secret) => masked.replaceAll(secret, '***'),
+      whole.reduce((masked, [raw, shown]) => masked.replaceAll(raw, shown), text),
+    );
 }

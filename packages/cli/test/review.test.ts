@@ -8,8 +8,11 @@ import type { IdempotencyStore } from '@idem/core';
 import { createSqlStore } from '@idem/store-sql';
 import Database from 'better-sqlite3';
 import { drizzle as sqliteDrizzle } from 'drizzle-orm/better-sqlite3';
+import { drizzle as pgDrizzle } from 'drizzle-orm/node-postgres';
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { run } from '../src/program.js';
+import { available, PG_URL } from './support/backends.js';
 
 // Attacks on the `idem` command: what a stored value, a URL or an operator's keystroke can make it do. Run in
 // process where the output is all that matters, as the built binary where the process itself is the question.
@@ -165,5 +168,58 @@ describe('stored values never reach the terminal as control sequences', () => {
     expect(await ran.done).toBe(3);
     expect(ran.stderr()).not.toMatch(CONTROL);
     expect(ran.stderr().trimEnd().split('\n')).toHaveLength(1);
+  });
+});
+
+describe('the password of a URL commander echoes', () => {
+  test.each([
+    ['an "@" in it', 'postgres://u:p@ssw0rd9@127.0.0.1:1/db', 'ssw0rd9'],
+    ['shorter than 3 characters', 'postgres://u:pw@127.0.0.1:1/db', 'u:pw@'],
+    ['a "/" in it', 'postgres://u:pa/ssw0rd9@127.0.0.1:1/db', 'ssw0rd9'],
+    ['an "@" in it, in a cluster URL', 'redis+cluster://u:p@ssw0rd9@127.0.0.1:1', 'ssw0rd9'],
+  ])('with %s is masked', async (_, url, secret) => {
+    const ran = inProcess([url, 'stats']); // the URL in the command's place: "unknown command '…'"
+    expect(await ran.done).toBe(2);
+    expect(ran.stderr()).toMatch(/unknown command/);
+    expect(ran.stderr()).not.toContain(secret);
+  });
+});
+
+describe.runIf(
+  await available('PostgreSQL', async () => {
+    const client = new pg.Client({ connectionString: PG_URL, connectionTimeoutMillis: 3_000 });
+    await client.connect();
+    await client.end();
+  }),
+)('a password that also occurs in the records (PostgreSQL, which trust auth lets through)', () => {
+  const table = `idem_cli_review_${process.pid}`;
+  let pool: pg.Pool;
+  beforeAll(async () => {
+    pool = new pg.Pool({ connectionString: PG_URL, max: 2 });
+    expect(await inProcess(['migrate', PG_URL, '--table', table]).done).toBe(0);
+  });
+  afterAll(async () => {
+    await pool.query(`DROP TABLE IF EXISTS ${table}`);
+    await pool.end();
+  });
+
+  test('leaves the JSON of the records whole: the data is not the URL', async () => {
+    const store = createSqlStore(pgDrizzle(pool), { dialect: 'postgres', table });
+    const key = '0190a2b4-0000-7000-8000-000000001234';
+    await completed(store, { scope: '', key }, { body: 'x'.repeat(1234) });
+    const url = new URL(PG_URL);
+    url.password = '1234';
+    const ran = inProcess(['inspect', url.href, '--table', table, '--key', key, '--json']);
+    expect(await ran.done).toBe(0);
+    const { record } = JSON.parse(ran.stdout());
+    expect(record.key).toBe(key);
+    expect(record.response.bodyBytes).toBe(1234);
+    // A message still never shows it.
+    url.pathname = '/idem_cli_review_no_such_database';
+    const missing = inProcess(['inspect', url.href, '--table', table, '--key', key]);
+    expect(await missing.done).toBe(1);
+    expect(missing.stderr()).toMatch(/has no such database/);
+    expect(missing.stderr()).toContain(':***@');
+    expect(missing.stderr()).not.toContain('1234');
   });
 });
