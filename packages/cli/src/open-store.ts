@@ -209,6 +209,9 @@ function connected(client: Redis | Cluster): () => Promise<void> {
     } catch (error) {
       throw reason ?? error;
     }
+    // A server's refusal of a handshake command (the SELECT of a database it does not have) is only an `error`
+    // event: the connection comes up on database 0, where the command must not run.
+    if (reason !== undefined && client instanceof Redis) throw reason;
   };
 }
 

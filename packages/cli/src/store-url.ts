@@ -19,6 +19,17 @@ export const ACCEPTED =
 
 const usage = (message: string) => new CliError(message, ExitCode.Usage);
 
+/** The user name or password of a URL, percent-decoded: a `%` that starts no escape is the operator's mistake. */
+function decoded(text: string): string {
+  try {
+    return decodeURIComponent(text);
+  } catch {
+    throw usage(
+      'the store URL has a user name or password that is not percent-encoded (a "%" must be "%25")',
+    );
+  }
+}
+
 /** The URL with its password (and any `password=` query parameter) masked: what every message shows. */
 function masked(url: URL): string {
   const copy = new URL(url.href);
@@ -60,8 +71,8 @@ function clusterUrl(text: string): Extract<StoreUrl, { kind: 'redis-cluster' }> 
   return {
     kind: 'redis-cluster',
     nodes,
-    ...(user === '' ? {} : { username: decodeURIComponent(user) }),
-    ...(pass === undefined ? {} : { password: decodeURIComponent(pass) }),
+    ...(user === '' ? {} : { username: decoded(user) }),
+    ...(pass === undefined ? {} : { password: decoded(pass) }),
     tls: false,
     shown: `redis+cluster://${shownAuth}${hosts}`,
   };
@@ -93,6 +104,15 @@ export function parseStoreUrl(text: string): StoreUrl {
     case 'redis':
     case 'rediss': {
       const url = parseUrl(text, scheme);
+      decoded(url.username);
+      decoded(url.password);
+      // ioredis reads the database from the path or a `db` parameter, and selects what parseInt makes of it (NaN
+      // crashes it, `1.5` is 1); a SELECT the server refuses, it reports after connecting, on database 0.
+      for (const db of [url.pathname.slice(1), ...url.searchParams.getAll('db')])
+        if (!/^\d{0,5}$/.test(db))
+          throw usage(
+            'the store URL names a Redis database that is not a number (redis://host:port/<0, 1, …>)',
+          );
       return { kind: 'redis', url: url.href, shown: masked(url) };
     }
     case 'redis+cluster':

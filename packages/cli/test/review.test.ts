@@ -5,14 +5,16 @@ import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import type { IdempotencyStore } from '@idem/core';
+import { createRedisStore } from '@idem/store-redis';
 import { createSqlStore } from '@idem/store-sql';
 import Database from 'better-sqlite3';
 import { drizzle as sqliteDrizzle } from 'drizzle-orm/better-sqlite3';
 import { drizzle as pgDrizzle } from 'drizzle-orm/node-postgres';
+import { Redis } from 'ioredis';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { run } from '../src/program.js';
-import { available, PG_URL } from './support/backends.js';
+import { available, PG_URL, REDIS_URL } from './support/backends.js';
 
 // Attacks on the `idem` command: what a stored value, a URL or an operator's keystroke can make it do. Run in
 // process where the output is all that matters, as the built binary where the process itself is the question.
@@ -27,7 +29,7 @@ interface Ran {
 }
 
 /** The built binary as a child process. */
-function _idem(args: readonly string[], env: NodeJS.ProcessEnv = {}): Promise<Ran> {
+function idem(args: readonly string[], env: NodeJS.ProcessEnv = {}): Promise<Ran> {
   if (!existsSync(BIN)) throw new Error(`${BIN} is missing: run pnpm build first`);
   const started = performance.now();
   return new Promise((resolve) => {
@@ -182,6 +184,53 @@ describe('the password of a URL commander echoes', () => {
     expect(await ran.done).toBe(2);
     expect(ran.stderr()).toMatch(/unknown command/);
     expect(ran.stderr()).not.toContain(secret);
+  });
+});
+
+test.each(['redis://:%zz@127.0.0.1:1', 'redis+cluster://:%zz@127.0.0.1:1'])(
+  'a password that is not percent-encoded (%s) is a usage error',
+  async (url) => {
+    const ran = inProcess(['stats', url]);
+    expect(await ran.done).toBe(2);
+    expect(ran.stderr()).toMatch(/not percent-encoded/);
+  },
+);
+
+const redisUp = await available('Redis', async () => {
+  const client = new Redis(REDIS_URL, { maxRetriesPerRequest: 0, retryStrategy: () => null });
+  try {
+    await client.ping();
+  } finally {
+    client.disconnect();
+  }
+});
+
+describe.runIf(redisUp)('the database of a redis:// URL', () => {
+  const prefix = `idem-cli-review:${process.pid}:`;
+  let client: Redis;
+  beforeAll(async () => {
+    client = new Redis(REDIS_URL);
+    await completed(createRedisStore(client, { prefix }), { scope: 'db0', key: 'in-database-0' });
+  });
+  afterAll(async () => {
+    for (const key of await client.keys(`${prefix}*`)) await client.del(key);
+    client.disconnect();
+  });
+
+  test.each(['abc', '1.5', '-1'])('/%s is a usage error, never a crash', async (db) => {
+    const ran = await idem(['list', `${REDIS_URL}/${db}`, '--prefix', prefix]);
+    expect(ran.code, ran.stderr).toBe(2);
+    expect(ran.stderr.trim().split('\n')).toHaveLength(1);
+    expect(ran.stderr).toMatch(/database/);
+    expect(ran.stdout).toBe('');
+  });
+
+  test('a database the server does not have fails: the command never runs on database 0 instead', async () => {
+    const ran = await idem(['list', `${REDIS_URL}/99999`, '--prefix', prefix]);
+    expect(ran.code).toBe(1);
+    expect(ran.stderr.trim().split('\n')).toHaveLength(1);
+    expect(ran.stderr).toMatch(/DB index is out of range/);
+    expect(ran.stdout).not.toContain('in-database-0');
   });
 });
 
