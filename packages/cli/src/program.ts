@@ -51,7 +51,8 @@ function storeCommand(program: Command, name: string, summary: string): Command 
     .addOption(
       new Option('--timeout <ms>', 'how long connecting and each call may take')
         .default(10_000)
-        .argParser(positiveInt('--timeout')),
+        // The longest a Node timer waits: beyond it, Node warns and fires after 1 ms.
+        .argParser(positiveInt('--timeout', 2_147_483_647)),
     );
 }
 

@@ -196,6 +196,15 @@ test.each(['redis://:%zz@127.0.0.1:1', 'redis+cluster://:%zz@127.0.0.1:1'])(
   },
 );
 
+describe('--timeout', () => {
+  test('beyond what a Node timer holds is a usage error, not an instant timeout', async () => {
+    const ran = await idem(['stats', 'sqlite:/tmp/idem-cli-review-none.db', '--timeout', '99999999999']);
+    expect(ran.code).toBe(2);
+    expect(ran.stderr).toMatch(/--timeout must be a whole number from 1 to 2147483647/);
+    expect(ran.stderr).not.toMatch(/TimeoutOverflowWarning/);
+  });
+});
+
 const redisUp = await available('Redis', async () => {
   const client = new Redis(REDIS_URL, { maxRetriesPerRequest: 0, retryStrategy: () => null });
   try {
