@@ -102,6 +102,16 @@ export function isMissingTable(error: unknown): boolean {
   return false;
 }
 
+/** A store refuses a `--table` or `--prefix` it cannot use with a TypeError: the operator's usage error. */
+export function usableOption<T>(make: () => T): T {
+  try {
+    return make();
+  } catch (error) {
+    if (error instanceof TypeError) throw new CliError(error.message, ExitCode.Usage, { cause: error });
+    throw error;
+  }
+}
+
 /**
  * Open the store a URL names, and check that its server answers (within `timeoutMs`): an unreachable server
  * fails here, with one line, before any command runs.
@@ -109,6 +119,9 @@ export function isMissingTable(error: unknown): boolean {
 export async function openStore(target: StoreUrl, options: OpenOptions = {}): Promise<OpenedStore> {
   const table = options.table ?? DEFAULT_TABLE;
   const timeoutMs = options.timeoutMs ?? 10_000;
+  // Checked before anything is opened (or a SQLite file created) for it.
+  if (target.kind !== 'redis' && target.kind !== 'redis-cluster')
+    usableOption(() => schemaStatements(target.kind, table));
   switch (target.kind) {
     case 'postgres': {
       const pool = new pg.Pool({
@@ -187,7 +200,7 @@ export async function openStore(target: StoreUrl, options: OpenOptions = {}): Pr
 function redisStore(kind: 'redis' | 'redis-cluster', client: Redis | Cluster, prefix?: string): OpenedStore {
   return {
     kind,
-    store: createRedisStore(client, prefix === undefined ? {} : { prefix }),
+    store: usableOption(() => createRedisStore(client, prefix === undefined ? {} : { prefix })),
     async close() {
       client.disconnect();
     },

@@ -3,7 +3,7 @@ import { Command, CommanderError, InvalidArgumentError, Option } from 'commander
 import { CliError, ExitCode } from './cli-error.js';
 import * as commands from './commands.js';
 import { describeError } from './describe-error.js';
-import { type OpenedStore, openStore } from './open-store.js';
+import { type OpenedStore, openStore, usableOption } from './open-store.js';
 import { colorsFor, type Io } from './output.js';
 import { maskerOf, parseStoreUrl, type StoreUrl } from './store-url.js';
 
@@ -133,7 +133,8 @@ export async function run(argv: readonly string[], io: Io): Promise<ExitCode> {
           return;
         }
         const { schemaStatements } = await import('@idem/store-sql');
-        const statements = schemaStatements(target.kind, options.table);
+        const dialect = target.kind;
+        const statements = usableOption(() => schemaStatements(dialect, options.table));
         out(
           options.json
             ? `${JSON.stringify({ statements })}\n`

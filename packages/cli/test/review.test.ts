@@ -205,6 +205,19 @@ describe('--timeout', () => {
   });
 });
 
+describe('a bad --table or --prefix', () => {
+  test.each([
+    ['migrate', 'sqlite:/tmp/idem-cli-review-bad-table.db', '--table', 'x"; drop table y; --'],
+    ['migrate', 'postgres://u@127.0.0.1:1/db', '--table', 'x"; drop', '--dry-run'],
+    ['list', `redis://127.0.0.1:1`, '--prefix', '{tag}'],
+  ])('is a usage error (%s %s)', async (...args) => {
+    const ran = inProcess(args);
+    expect(await ran.done).toBe(2);
+    expect(ran.stderr()).toMatch(/table name|prefix/);
+    expect(ran.stderr()).not.toMatch(/failed/);
+  });
+});
+
 const redisUp = await available('Redis', async () => {
   const client = new Redis(REDIS_URL, { maxRetriesPerRequest: 0, retryStrategy: () => null });
   try {
