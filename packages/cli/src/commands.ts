@@ -167,8 +167,17 @@ export async function inspect(
 /** Ask on the terminal; `false` unless the answer is yes. */
 async function confirm(io: Io, question: string): Promise<boolean> {
   const prompt = createInterface({ input: io.stdin, output: io.stderr, terminal: true });
+  // Ctrl-C and Ctrl-D reject the question; a terminal that goes away only closes the prompt, and the question
+  // would never settle. Either way the operator did not say yes.
+  const unanswered = new Promise<undefined>((resolve) => prompt.once('close', () => resolve(undefined)));
   try {
-    return /^y(es)?$/i.test((await prompt.question(question)).trim());
+    const answer = await Promise.race([prompt.question(question), unanswered]);
+    if (answer === undefined) io.stderr.write('\n');
+    return answer !== undefined && /^y(es)?$/i.test(answer.trim());
+  } catch (error) {
+    if ((error as { code?: unknown }).code !== 'ABORT_ERR') throw error;
+    io.stderr.write('\n');
+    return false;
   } finally {
     prompt.close();
   }
@@ -208,6 +217,19 @@ export async function forget(
       `Forget the ${state} record of ${describeRef(ref)}? A retry will run again. [y/N] `,
     );
     if (!sure) throw new CliError('not forgotten', ExitCode.Refused);
+    // An answer can take minutes, and the key a new life meanwhile: a retry takes an expired record or a lapsed
+    // lease over, and its handler runs. What is forgotten is the record the operator was shown, or nothing.
+    const now = await store.load(ref);
+    if (
+      now !== undefined &&
+      (now.createdAtMs !== record.createdAtMs ||
+        now.owner !== record.owner ||
+        now.expiresAtMs !== record.expiresAtMs)
+    )
+      throw new CliError(
+        `refusing to forget ${describeRef(ref)}: it changed while you were asked (${recordStateAt(now, Date.now())} now); run forget again`,
+        ExitCode.Refused,
+      );
   }
   const forgotten = await store.forget(ref);
   if (ctx.json) ctx.out(`${JSON.stringify({ forgotten, found: true, state, ...ref })}\n`);

@@ -64,7 +64,7 @@ function inProcess(argv: readonly string[], options: { tty?: boolean; env?: Node
   return { done, stdin, stdout: stdout.text, stderr: stderr.text };
 }
 
-async function _until(check: () => boolean, what: string): Promise<void> {
+async function until(check: () => boolean, what: string): Promise<void> {
   for (let i = 0; i < 200 && !check(); i++) await new Promise((resolve) => setTimeout(resolve, 25));
   if (!check()) throw new Error(`timed out waiting for ${what}`);
 }
@@ -215,6 +215,62 @@ describe('a bad --table or --prefix', () => {
     expect(await ran.done).toBe(2);
     expect(ran.stderr()).toMatch(/table name|prefix/);
     expect(ran.stderr()).not.toMatch(/failed/);
+  });
+});
+
+describe('forget at the prompt', () => {
+  const db = sqliteFile();
+  let store: IdempotencyStore;
+  beforeAll(async () => {
+    store = await db.store();
+  });
+  afterAll(() => db.dispose());
+
+  test.each([
+    ['Ctrl-D', '\u0004'],
+    ['Ctrl-C', '\u0003'],
+    ['a terminal that goes away', undefined],
+  ])('%s is a no, not a store failure', async (what, keystroke) => {
+    const ref = { scope: '', key: `done-${what}` };
+    await completed(store, ref);
+    const ran = inProcess(['forget', db.url, '--key', ref.key], { tty: true });
+    await until(() => ran.stderr().includes('[y/N]'), 'the prompt');
+    if (keystroke === undefined) ran.stdin.end();
+    else ran.stdin.write(keystroke);
+    expect(await ran.done).toBe(4);
+    expect(ran.stderr()).toMatch(/not forgotten/);
+    expect(ran.stderr()).not.toMatch(/SQLite failed|Aborted/);
+    expect(await store.load(ref)).toBeDefined();
+  });
+
+  test('a record that went in flight while the operator was asked is not forgotten without --force', async () => {
+    const ref = { scope: 'tenant', key: 'expired-then-retried' };
+    const now = Date.now();
+    await store.reserve({
+      ...ref,
+      fingerprint: 'f'.repeat(64),
+      owner: 'old',
+      nowMs: now - 2 * HOUR_MS,
+      leaseUntilMs: now - 2 * HOUR_MS + 30_000,
+      expiresAtMs: now - HOUR_MS,
+    });
+    const ran = inProcess(['forget', db.url, '--key', ref.key, '--scope', ref.scope], { tty: true });
+    await until(() => ran.stderr().includes('[y/N]'), 'the prompt');
+    expect(ran.stderr()).toMatch(/Forget the expired record/);
+    // A retry takes the expired key over while the question is on the screen: its handler is running now.
+    const retried = await store.reserve({
+      ...ref,
+      fingerprint: 'f'.repeat(64),
+      owner: 'retry',
+      nowMs: Date.now(),
+      leaseUntilMs: Date.now() + 60_000,
+      expiresAtMs: Date.now() + HOUR_MS,
+    });
+    expect(retried.outcome).toBe('reserved');
+    ran.stdin.write('y\r');
+    expect(await ran.done).toBe(4);
+    expect(ran.stderr()).toMatch(/changed while you were asked \(in-flight now\)/);
+    expect((await store.load(ref))?.owner).toBe('retry');
   });
 });
 
