@@ -350,7 +350,10 @@ export async function purge(ctx: Context, options: { batch: number; graceMs: num
             expected === undefined
               ? 'purging {value} records'
               : 'purging [{bar}] {percentage}% | {value}/{total} records | {duration_formatted}',
-          hideCursor: true,
+          // The terminal's modes stay as they are: a Ctrl-C ends the process with no chance to restore a hidden
+          // cursor or line wrapping (cli-progress's gracefulExit would swallow the signal instead).
+          hideCursor: false,
+          linewrap: true,
           clearOnComplete: true,
         },
         cliProgress.Presets.shades_classic,

@@ -274,6 +274,32 @@ describe('forget at the prompt', () => {
   });
 });
 
+describe('purge on a terminal', () => {
+  test('changes no terminal mode (a Ctrl-C would leave it changed: nothing restores it)', async () => {
+    const db = sqliteFile();
+    try {
+      const store = await db.store();
+      const now = Date.now();
+      await store.reserve({
+        scope: '',
+        key: 'old',
+        fingerprint: 'f',
+        owner: 'o',
+        nowMs: now - 2 * HOUR_MS,
+        leaseUntilMs: now - 2 * HOUR_MS,
+        expiresAtMs: now - HOUR_MS,
+      });
+      const ran = inProcess(['purge', db.url], { tty: true });
+      expect(await ran.done).toBe(0);
+      expect(ran.stderr()).toMatch(/purging/);
+      expect(ran.stderr()).not.toContain('\u001b[?25l'); // cursor hidden
+      expect(ran.stderr()).not.toContain('\u001b[?7l'); // line wrapping off
+    } finally {
+      db.dispose();
+    }
+  });
+});
+
 const redisUp = await available('Redis', async () => {
   const client = new Redis(REDIS_URL, { maxRetriesPerRequest: 0, retryStrategy: () => null });
   try {
