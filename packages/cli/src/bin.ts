@@ -8,9 +8,16 @@ for (const stream of [process.stdout, process.stderr]) {
   });
 }
 
-process.exitCode = await run(process.argv.slice(2), {
+const code = await run(process.argv.slice(2), {
   stdout: process.stdout,
   stderr: process.stderr,
   stdin: process.stdin,
   env: process.env,
 });
+// Done once what was written is out: a timer a driver leaves behind (ioredis keeps the one of a command it gave
+// up on) must not hold the exit for another --timeout.
+process.exitCode = code;
+await Promise.all(
+  [process.stdout, process.stderr].map((stream) => new Promise((resolve) => stream.write('', resolve))),
+);
+process.exit(code);

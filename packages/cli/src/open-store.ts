@@ -137,6 +137,16 @@ export async function openStore(target: StoreUrl, options: OpenOptions = {}): Pr
     }
     case 'mysql': {
       const pool = mysql.createPool({ uri: target.url, connectionLimit: 2, connectTimeout: timeoutMs });
+      // mysql2 has no statement timeout, and a statement waiting for a lock (a LOCK TABLES, an ALTER, a row
+      // another transaction holds) waits up to a year for a table's. The server's lock waits, in whole seconds,
+      // bound it instead; the event comes before the connection is handed out, so these run first on it.
+      const lockWaitS = Math.max(1, Math.ceil(timeoutMs / 1000));
+      pool.pool.on('connection', (connection) => {
+        connection.query(
+          `SET SESSION lock_wait_timeout = ${lockWaitS}, innodb_lock_wait_timeout = ${lockWaitS}`,
+          () => {},
+        );
+      });
       const opened = sqlStore('mysql', 'mysql', mysqlDrizzle(pool), table, () => pool.end());
       await ping(opened, () => pool.query('SELECT 1'));
       return opened;

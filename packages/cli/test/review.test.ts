@@ -1,5 +1,6 @@
 import { execFile } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
@@ -11,10 +12,11 @@ import Database from 'better-sqlite3';
 import { drizzle as sqliteDrizzle } from 'drizzle-orm/better-sqlite3';
 import { drizzle as pgDrizzle } from 'drizzle-orm/node-postgres';
 import { Redis } from 'ioredis';
+import mysql from 'mysql2/promise';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { run } from '../src/program.js';
-import { available, PG_URL, REDIS_URL } from './support/backends.js';
+import { available, MYSQL_URL, PG_URL, REDIS_URL } from './support/backends.js';
 
 // Attacks on the `idem` command: what a stored value, a URL or an operator's keystroke can make it do. Run in
 // process where the output is all that matters, as the built binary where the process itself is the question.
@@ -300,6 +302,26 @@ describe('purge on a terminal', () => {
   });
 });
 
+describe('a server that accepts and never answers', () => {
+  let server: Server;
+  let port = 0;
+  beforeAll(async () => {
+    server = createServer((socket) => socket.resume());
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    port = (server.address() as { port: number }).port;
+  });
+  afterAll(() => new Promise<void>((resolve) => server.close(() => resolve())));
+
+  test.each(['redis', 'postgres', 'mysql'])('%s: the command ends within --timeout', async (scheme) => {
+    const url = scheme === 'redis' ? `redis://127.0.0.1:${port}` : `${scheme}://u@127.0.0.1:${port}/db`;
+    const ran = await idem(['stats', url, '--timeout', '2000']);
+    expect(ran.code).toBe(1);
+    expect(ran.stderr).toMatch(/did not answer in time/);
+    // Node's start and the store's modules take a moment; a second --timeout does not fit in it.
+    expect(ran.ms).toBeLessThan(3_500);
+  });
+});
+
 const redisUp = await available('Redis', async () => {
   const client = new Redis(REDIS_URL, { maxRetriesPerRequest: 0, retryStrategy: () => null });
   try {
@@ -374,5 +396,35 @@ describe.runIf(
     expect(missing.stderr()).toMatch(/has no such database/);
     expect(missing.stderr()).toContain(':***@');
     expect(missing.stderr()).not.toContain('1234');
+  });
+});
+
+describe.runIf(
+  await available('MariaDB', async () =>
+    (await mysql.createConnection({ uri: MYSQL_URL, connectTimeout: 3_000 })).end(),
+  ),
+)('MariaDB', () => {
+  const table = `idem_cli_review_${process.pid}`;
+  let admin: mysql.Connection;
+  beforeAll(async () => {
+    admin = await mysql.createConnection({ uri: MYSQL_URL });
+    expect(await inProcess(['migrate', MYSQL_URL, '--table', table]).done).toBe(0);
+  });
+  afterAll(async () => {
+    await admin.query('UNLOCK TABLES');
+    await admin.query(`DROP TABLE IF EXISTS ${table}`);
+    await admin.end();
+  });
+
+  test('a table another session holds locked fails within --timeout, it does not wait for the lock', async () => {
+    await admin.query(`LOCK TABLES ${table} WRITE`);
+    try {
+      const ran = await idem(['stats', MYSQL_URL, '--table', table, '--timeout', '2000']);
+      expect(ran.code, ran.stderr).toBe(1);
+      expect(ran.stderr).toMatch(/did not answer in time/);
+      expect(ran.ms).toBeLessThan(6_000);
+    } finally {
+      await admin.query('UNLOCK TABLES');
+    }
   });
 });
