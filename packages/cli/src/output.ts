@@ -1,4 +1,3 @@
-import Table from 'cli-table3';
 import pc from 'picocolors';
 
 /** Where the command writes, and what kind of reader is on the other end. */
@@ -92,37 +91,39 @@ export function fields(rows: readonly (readonly [string, string])[], colors: Col
     .join('\n');
 }
 
-// A table without borders: columns aligned by spaces, a dim header.
-const PLAIN_CHARS = {
-  top: '',
-  'top-mid': '',
-  'top-left': '',
-  'top-right': '',
-  bottom: '',
-  'bottom-mid': '',
-  'bottom-left': '',
-  'bottom-right': '',
-  left: '',
-  'left-mid': '',
-  mid: '',
-  'mid-mid': '',
-  right: '',
-  'right-mid': '',
-  middle: '  ',
-};
+// biome-ignore lint/suspicious/noControlCharactersInRegex: the colours' escapes are what is left out.
+const COLOUR = /\u001b\[[0-9;]*m/g;
+// What takes two columns of a terminal (East Asian wide and fullwidth characters, emoji) and what takes none
+// (combining marks, zero-width characters), as cli-table3's string-width counts them.
+const WIDE =
+  /[\u1100-\u115f\u2e80-\u303e\u3041-\ua4cf\uac00-\ud7a3\uf900-\ufaff\ufe30-\ufe4f\uff00-\uff60\uffe0-\uffe6\u{1f300}-\u{1f64f}\u{1f900}-\u{1f9ff}\u{20000}-\u{3fffd}]/u;
+const NO_WIDTH = /[\p{Mn}\p{Me}\u200b-\u200f]/u;
 
-/** Rows under a header, columns aligned (cli-table3 measures the visible width, colours excluded). */
+/** The columns `text` takes on a terminal, its colours left out. */
+export function visibleWidth(text: string): number {
+  let width = 0;
+  for (const char of text.replace(COLOUR, '')) width += WIDE.test(char) ? 2 : NO_WIDTH.test(char) ? 0 : 1;
+  return width;
+}
+
+/**
+ * Rows under a dim header, columns aligned by two spaces, each line without trailing blanks. In one pass (no
+ * table library: cli-table3 lays each cell out against every row above it, and 10,000 rows took 25 s).
+ */
 export function table(head: readonly string[], rows: readonly (readonly string[])[], colors: Colors): string {
-  const out = new Table({
-    head: head.map((title) => colors.dim(title)),
-    chars: PLAIN_CHARS,
-    style: { head: [], border: [], 'padding-left': 0, 'padding-right': 0 },
-  });
-  for (const row of rows) out.push([...row]);
-  return out
-    .toString()
-    .split('\n')
-    .map((line) => line.trimEnd())
+  const lines = [head.map((title) => colors.dim(title)), ...rows].map((row) =>
+    row.map((cell) => ({ cell, width: visibleWidth(cell) })),
+  );
+  const widths = head.map((_, column) =>
+    lines.reduce((widest, line) => Math.max(widest, line[column]?.width ?? 0), 0),
+  );
+  return lines
+    .map((line) =>
+      line
+        .map(({ cell, width }, column) => `${cell}${' '.repeat((widths[column] ?? 0) - width)}`)
+        .join('  ')
+        .trimEnd(),
+    )
     .join('\n');
 }
 
