@@ -181,7 +181,18 @@ export async function openStore(target: StoreUrl, options: OpenOptions = {}): Pr
         retryStrategy: () => null,
       });
       const opened = redisStore('redis', client, options.prefix);
-      await ping(opened, connected(client));
+      const connect = connected(client);
+      await ping(opened, async () => {
+        await connect();
+        // A Cluster node holds the records of its own slots only: list and stats would show a part of them as
+        // the whole, inspect and forget answer MOVED. A server that refuses INFO is taken as standalone.
+        const info = await client.info('cluster').catch(() => '');
+        if (/^cluster_enabled:1/m.test(info))
+          throw new CliError(
+            `${target.shown} is a Redis Cluster node: name the cluster, redis+cluster://host:port[,host:port…]`,
+            ExitCode.Usage,
+          );
+      });
       return opened;
     }
     case 'redis-cluster': {

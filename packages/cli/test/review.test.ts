@@ -19,7 +19,7 @@ import pc from 'picocolors';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { table } from '../src/output.js';
 import { run } from '../src/program.js';
-import { available, MYSQL_URL, PG_URL, REDIS_URL } from './support/backends.js';
+import { available, CLUSTER_NODES, MYSQL_URL, PG_URL, REDIS_URL } from './support/backends.js';
 
 // Attacks on the `idem` command: what a stored value, a URL or an operator's keystroke can make it do. Run in
 // process where the output is all that matters, as the built binary where the process itself is the question.
@@ -403,6 +403,27 @@ describe.runIf(redisUp)('the database of a redis:// URL', () => {
     expect(ran.stderr.trim().split('\n')).toHaveLength(1);
     expect(ran.stderr).toMatch(/DB index is out of range/);
     expect(ran.stdout).not.toContain('in-database-0');
+  });
+});
+
+const clusterUp = await available('Redis Cluster', async () => {
+  const { host, port } = CLUSTER_NODES[0] as { host: string; port: number };
+  const node = new Redis({ host, port, maxRetriesPerRequest: 0, retryStrategy: () => null });
+  try {
+    if (!String(await node.cluster('INFO')).includes('cluster_state:ok')) throw new Error('cluster not ok');
+  } finally {
+    node.disconnect();
+  }
+});
+
+describe.runIf(clusterUp)('a Cluster node named by redis://', () => {
+  test('is a usage error: it holds a part of the records, and stats would count only that part', async () => {
+    const { host, port } = CLUSTER_NODES[0] as { host: string; port: number };
+    const ran = inProcess(['stats', `redis://:Hunter2pw@${host}:${port}`, '--json']);
+    expect(await ran.done).toBe(2);
+    expect(ran.stdout()).toBe('');
+    expect(ran.stderr()).toMatch(/is a Redis Cluster node: name the cluster, redis\+cluster:\/\//);
+    expect(ran.stderr()).not.toContain('Hunter2pw');
   });
 });
 
