@@ -1,3 +1,4 @@
+import { isStoreLimitError } from '@idem/core';
 import { CliError, ExitCode } from './cli-error.js';
 import { isMissingTable } from './open-store.js';
 import type { StoreUrl } from './store-url.js';
@@ -37,6 +38,9 @@ export function describeError(error: unknown, target: StoreUrl | undefined, tabl
   const where = target === undefined ? '' : ` at ${target.shown}`;
   const line = (message: string, exitCode: ExitCode = ExitCode.Failed) =>
     new CliError(message, exitCode, { cause: error });
+  // A scope or key longer than the store holds: no record has it, and no retry will find one (the store refused
+  // it before the database saw it).
+  if (isStoreLimitError(error)) return line(error.message, ExitCode.Usage);
   if (isMissingTable(error))
     return line(`the table ${table} does not exist in this database: run \`idem migrate\` first`);
   if (codeIn(error, ['ECONNREFUSED'])) return line(`cannot reach ${backend}${where}: connection refused`);

@@ -244,6 +244,28 @@ test.each(['redis://:%zz@127.0.0.1:1', 'redis+cluster://:%zz@127.0.0.1:1'])(
   },
 );
 
+test('a scope or key longer than the store holds is a usage error, not a store failure', async () => {
+  const db = sqliteFile();
+  try {
+    await db.store();
+    const long = 'x'.repeat(300);
+    for (const args of [
+      ['list', '--scope', long],
+      ['stats', '--scope', long],
+      ['inspect', '--scope', long, '--key', 'k'],
+      ['forget', '--key', long, '--yes'],
+    ]) {
+      const [command, ...rest] = args as [string, ...string[]];
+      const ran = inProcess([command, db.url, ...rest]);
+      expect(await ran.done, command).toBe(2);
+      expect(ran.stderr()).toMatch(/has 300 characters; the SQL store holds at most 255/);
+      expect(ran.stderr()).not.toMatch(/failed/);
+    }
+  } finally {
+    db.dispose();
+  }
+});
+
 describe('--timeout', () => {
   test('beyond what a Node timer holds is a usage error, not an instant timeout', async () => {
     const ran = await idem(['stats', 'sqlite:/tmp/idem-cli-review-none.db', '--timeout', '99999999999']);
