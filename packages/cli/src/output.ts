@@ -8,11 +8,12 @@ export interface Io {
   readonly env: NodeJS.ProcessEnv;
 }
 
-/** Colours for a terminal only: never for a pipe, `NO_COLOR`, `--no-color` or `TERM=dumb`. */
-export function colorsFor(io: Io, stream: 'stdout' | 'stderr') {
+/** Colours for a terminal only: never for a pipe, `NO_COLOR`, `--no-color` (`refused`) or `TERM=dumb`. */
+export function colorsFor(io: Io, stream: 'stdout' | 'stderr', refused = false) {
   const { env } = io;
-  const wanted =
-    env.FORCE_COLOR !== undefined && env.FORCE_COLOR !== '0'
+  const wanted = refused
+    ? false
+    : env.FORCE_COLOR !== undefined && env.FORCE_COLOR !== '0'
       ? true
       : io[stream].isTTY === true && env.NO_COLOR === undefined && env.TERM !== 'dumb';
   return pc.createColors(wanted);

@@ -66,8 +66,12 @@ export async function run(argv: readonly string[], io: Io): Promise<ExitCode> {
   // would corrupt the JSON (a body of 1234 bytes under the password 1234). Every message goes to stderr, masked.
   const out = (text: string) => void io.stdout.write(text);
   const err = (text: string) => void io.stderr.write(mask(text));
-  const colors = colorsFor(io, 'stdout');
-  const errColors = colorsFor(io, 'stderr');
+  // Read before parsing, since commander's own errors are coloured too; declared as an option of the program, so
+  // commander takes it before or after the command.
+  const end = argv.indexOf('--');
+  const noColor = (end === -1 ? argv : argv.slice(0, end)).includes('--no-color');
+  const colors = colorsFor(io, 'stdout', noColor);
+  const errColors = colorsFor(io, 'stderr', noColor);
 
   let target: StoreUrl | undefined;
   let table = 'idem_records';
@@ -110,6 +114,7 @@ export async function run(argv: readonly string[], io: Io): Promise<ExitCode> {
   const program = new Command('idem')
     .description('Operate the records of an idem store: migrate, inspect, list, stats, forget, purge.')
     .version(VERSION, '-V, --version')
+    .option('--no-color', 'never colour the output (as NO_COLOR=1 does)')
     .exitOverride()
     .showHelpAfterError('(idem <command> --help for its options)')
     .configureOutput({

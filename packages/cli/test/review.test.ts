@@ -266,6 +266,21 @@ test('a scope or key longer than the store holds is a usage error, not a store f
   }
 });
 
+test('--no-color, which the colours promise, is taken after the command too, over FORCE_COLOR', async () => {
+  const db = sqliteFile();
+  try {
+    await db.store();
+    const coloured = inProcess(['stats', db.url], { env: { FORCE_COLOR: '1' } });
+    expect(await coloured.done).toBe(0);
+    expect(coloured.stdout()).toContain('\u001b[');
+    const plain = inProcess(['stats', db.url, '--no-color'], { env: { FORCE_COLOR: '1' } });
+    expect(await plain.done, plain.stderr()).toBe(0);
+    expect(plain.stdout()).not.toContain('\u001b[');
+  } finally {
+    db.dispose();
+  }
+});
+
 describe('--timeout', () => {
   test('beyond what a Node timer holds is a usage error, not an instant timeout', async () => {
     const ran = await idem(['stats', 'sqlite:/tmp/idem-cli-review-none.db', '--timeout', '99999999999']);
