@@ -159,7 +159,9 @@ export async function openStore(target: StoreUrl, options: OpenOptions = {}): Pr
           timeout: timeoutMs,
         });
       } catch (error) {
-        const missing = /unable to open|does not exist/i.test(String((error as Error).message));
+        const missing =
+          options.createFile !== true &&
+          /unable to open|does not exist/i.test(String((error as Error).message));
         throw new CliError(
           missing
             ? `there is no SQLite database at ${target.file} (idem migrate creates one)`

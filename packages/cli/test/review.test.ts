@@ -281,6 +281,13 @@ test('--no-color, which the colours promise, is taken after the command too, ove
   }
 });
 
+test('migrate into a directory that does not exist says so, not that migrate would create the file', async () => {
+  const ran = inProcess(['migrate', 'sqlite:/tmp/idem-cli-review-no-such-dir/records.db']);
+  expect(await ran.done).toBe(1);
+  expect(ran.stderr()).toMatch(/directory does not exist/);
+  expect(ran.stderr()).not.toMatch(/migrate creates one/);
+});
+
 describe('--timeout', () => {
   test('beyond what a Node timer holds is a usage error, not an instant timeout', async () => {
     const ran = await idem(['stats', 'sqlite:/tmp/idem-cli-review-none.db', '--timeout', '99999999999']);
