@@ -46,7 +46,15 @@ export function describeError(error: unknown, target: StoreUrl | undefined, tabl
   if (codeIn(error, ['ECONNREFUSED'])) return line(`cannot reach ${backend}${where}: connection refused`);
   if (codeIn(error, ['ENOTFOUND', 'EAI_AGAIN']))
     return line(`cannot reach ${backend}${where}: the host name does not resolve`);
-  if (codeIn(error, ['ETIMEDOUT']) || messageMatches(error, /timeout|timed out/i))
+  // The drivers' own words for a wait that ran out, not any message with "timeout" in it (a refused
+  // `statement_timeout` setting is not one).
+  if (
+    codeIn(error, ['ETIMEDOUT', 'ER_LOCK_WAIT_TIMEOUT']) ||
+    messageMatches(
+      error,
+      /timed out|timeout exceeded|timeout expired|due to (connection|statement|lock) timeout/i,
+    )
+  )
     return line(`${backend}${where} did not answer in time`);
   if (
     codeIn(error, ['28P01', '28000', 'ER_ACCESS_DENIED_ERROR']) ||

@@ -489,6 +489,29 @@ describe.runIf(
     await pool.end();
   });
 
+  test('a setting the server refuses is not called a timeout because its name has "timeout" in it', async () => {
+    const url = new URL(PG_URL);
+    url.searchParams.set('options', '-c statement_timeout=soon');
+    const ran = inProcess(['stats', url.href, '--table', table]);
+    expect(await ran.done).toBe(1);
+    expect(ran.stderr()).toMatch(/invalid value for parameter "statement_timeout"/);
+    expect(ran.stderr()).not.toMatch(/did not answer in time/);
+  });
+
+  test('a statement behind a lock ends within --timeout', async () => {
+    const client = await pool.connect();
+    try {
+      await client.query('BEGIN');
+      await client.query(`LOCK TABLE ${table} IN ACCESS EXCLUSIVE MODE`);
+      const ran = inProcess(['stats', PG_URL, '--table', table, '--timeout', '1000']);
+      expect(await ran.done).toBe(1);
+      expect(ran.stderr()).toMatch(/did not answer in time/);
+    } finally {
+      await client.query('ROLLBACK');
+      client.release();
+    }
+  });
+
   test('leaves the JSON of the records whole: the data is not the URL', async () => {
     const store = createSqlStore(pgDrizzle(pool), { dialect: 'postgres', table });
     const key = '0190a2b4-0000-7000-8000-000000001234';
