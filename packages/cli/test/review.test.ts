@@ -131,11 +131,13 @@ async function completed(
 const CONTROL = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/;
 
 describe('stored values never reach the terminal as control sequences', () => {
-  const db = sqliteFile();
+  // Made when the block runs: a test filter that skips it leaves no directory behind.
+  let db: ReturnType<typeof sqliteFile>;
   let store: IdempotencyStore;
   const scope = 'tenant\u001b]0;owned\u0007\u001b[2J\rtenant';
   const key = 'order\u001b[31m-1\nfake line';
   beforeAll(async () => {
+    db = sqliteFile();
     store = await db.store();
     await completed(
       store,
@@ -148,7 +150,7 @@ describe('stored values never reach the terminal as control sequences', () => {
       },
     );
   });
-  afterAll(() => db.dispose());
+  afterAll(() => db?.dispose());
 
   test('list shows a hostile scope and key as one inert row', async () => {
     const ran = inProcess(['list', db.url]);
@@ -311,12 +313,14 @@ describe('a bad --table or --prefix', () => {
 });
 
 describe('forget at the prompt', () => {
-  const db = sqliteFile();
+  // Made when the block runs: a test filter that skips it leaves no directory behind.
+  let db: ReturnType<typeof sqliteFile>;
   let store: IdempotencyStore;
   beforeAll(async () => {
+    db = sqliteFile();
     store = await db.store();
   });
-  afterAll(() => db.dispose());
+  afterAll(() => db?.dispose());
 
   test.each([
     ['Ctrl-D', '\u0004'],
