@@ -1,4 +1,5 @@
 import pc from 'picocolors';
+import stringWidth from 'string-width';
 
 /** Where the command writes, and what kind of reader is on the other end. */
 export interface Io {
@@ -92,20 +93,8 @@ export function fields(rows: readonly (readonly [string, string])[], colors: Col
     .join('\n');
 }
 
-// biome-ignore lint/suspicious/noControlCharactersInRegex: the colours' escapes are what is left out.
-const COLOUR = /\u001b\[[0-9;]*m/g;
-// What takes two columns of a terminal (East Asian wide and fullwidth characters, emoji) and what takes none
-// (combining marks, zero-width characters), as cli-table3's string-width counts them.
-const WIDE =
-  /[\u1100-\u115f\u2e80-\u303e\u3041-\ua4cf\uac00-\ud7a3\uf900-\ufaff\ufe30-\ufe4f\uff00-\uff60\uffe0-\uffe6\u{1f300}-\u{1f64f}\u{1f900}-\u{1f9ff}\u{20000}-\u{3fffd}]/u;
-const NO_WIDTH = /[\p{Mn}\p{Me}\u200b-\u200f]/u;
-
-/** The columns `text` takes on a terminal, its colours left out. */
-export function visibleWidth(text: string): number {
-  let width = 0;
-  for (const char of text.replace(COLOUR, '')) width += WIDE.test(char) ? 2 : NO_WIDTH.test(char) ? 0 : 1;
-  return width;
-}
+/** The columns `text` takes on a terminal: colours take none, wide characters and emoji two, combining marks none. */
+export const visibleWidth = (text: string): number => stringWidth(text);
 
 /**
  * Rows under a dim header, columns aligned by two spaces, each line without trailing blanks. In one pass (no
