@@ -70,10 +70,19 @@ async function* planChunks(plan: StreamPlan): AsyncGenerator<string> {
 
 export function createBusiness() {
   const calls = new Map<string, number>();
-  const count = (name: string) => calls.set(name, (calls.get(name) ?? 0) + 1);
+  /** Who waits for the next run of a handler (`entered`). */
+  const waiting = new Map<string, (() => void)[]>();
+  const count = (name: string) => {
+    calls.set(name, (calls.get(name) ?? 0) + 1);
+    for (const resolve of waiting.get(name) ?? []) resolve();
+    waiting.delete(name);
+  };
   let nextId = 1;
   return {
     calls: (name: string) => calls.get(name) ?? 0,
+    /** Resolves when the handler `name` next starts running: a client can leave *during* it, whatever the load. */
+    entered: (name: string) =>
+      new Promise<void>((resolve) => waiting.set(name, [...(waiting.get(name) ?? []), resolve])),
     createOrder(body: unknown): AppResponse {
       count('orders');
       const id = nextId++;

@@ -259,7 +259,7 @@ export function httpBehaviourSuite(
       test('a client that leaves during a long handler: the lease is still renewed, its retry never runs it again', () =>
         withServer({ leaseMs: 300, heartbeatIntervalMs: 50 }, async ({ url, business, store }) => {
           const key = newKey();
-          await leave(url, '/slow/800', { key, at: 80 });
+          await leave(url, '/slow/800', { key, at: business.entered('slow') });
           await sleep(500); // well past the lease: only the heartbeat holds the key now
           const early = await call(url, '/slow/800', { key });
           assert.equal(early.status, 409, 'the first request still runs');

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import type { IdempotencyStore } from '@idem/core';
+import type { Business } from './business.js';
 import {
   type Answer,
   type CallInit,
@@ -36,7 +37,7 @@ interface Cell {
   /** How long the server still works on the first request after `send` returns, in ms. */
   readonly busyMs?: number;
   /** Send the first request the way the cell needs (the client leaves, the response breaks …). */
-  readonly send: (url: string, path: string, init: CallInit) => Promise<unknown>;
+  readonly send: (url: string, path: string, init: CallInit, business: Business) => Promise<unknown>;
   readonly outcome: Outcome;
 }
 
@@ -75,7 +76,7 @@ const MATRIX: Record<Fault, Record<Point, Cell | string>> = {
     'during the handler': {
       path: '/slow/200',
       counter: 'slow',
-      send: (url, path, init) => leave(url, path, { ...init, at: 60 }),
+      send: (url, path, init, business) => leave(url, path, { ...init, at: business.entered('slow') }),
       outcome: { kind: 'finalized', status: 201, body: '{"slow":200,"run":1}' },
     },
     'after the status': {
@@ -251,7 +252,7 @@ export function lifecycleMatrix(
         test(`${fault} ${point}: ${verdict}, no crash, nothing in flight`, () =>
           withServer(cell.options ?? {}, async (context) => {
             const key = newKey();
-            const first = await cell.send(context.url, cell.path, { key });
+            const first = await cell.send(context.url, cell.path, { key }, context.business);
             if (cell.busyMs !== undefined) await sleep(cell.busyMs);
             await expectOutcome(context, cell, key, first);
           }));

@@ -90,11 +90,13 @@ export async function call(url: string, path: string, init: CallInit = {}): Prom
 export async function leave(
   url: string,
   path: string,
-  init: CallInit & { at: 'headers' | 'chunk' | number },
+  init: CallInit & { at: 'headers' | 'chunk' | number | Promise<unknown> },
 ): Promise<void> {
   const controller = new AbortController();
   const { at } = init;
   if (typeof at === 'number') setTimeout(() => controller.abort(), at);
+  // A moment the server reports (the handler started): the client leaves then, however slow the machine is.
+  else if (at instanceof Promise) void at.then(() => controller.abort());
   try {
     const response = await request(url, path, { ...init, signal: controller.signal });
     if (at === 'chunk') await response.body?.getReader().read();
