@@ -153,7 +153,7 @@ export async function run(argv: readonly string[], io: Io): Promise<ExitCode> {
   const recordOptions = (command: Command) =>
     command
       .requiredOption('-k, --key <key>', 'the Idempotency-Key (a UUIDv7 in any case, quoted or not)')
-      .option('-s, --scope <scope>', "the key's scope (default: '', the coordinator's default)", '');
+      .option('-s, --scope <scope>', "the key's scope ('' is the coordinator's default)", '');
 
   recordOptions(
     storeCommand(program, 'inspect', 'show one record: state, times, lease, owner, status, headers'),
