@@ -1,6 +1,4 @@
-import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
 import type { IdempotencyStore } from '@idem/core';
 import { Redis } from 'ioredis';
 import mysql from 'mysql2/promise';
@@ -18,30 +16,7 @@ import {
   redisBackend,
   sqliteBackend,
 } from './support/backends.js';
-
-// The built `idem` binary, driven as an operator would: a child process, its output, its exit code.
-const BIN = fileURLToPath(new URL('../dist/bin.js', import.meta.url));
-
-interface Ran {
-  readonly code: number;
-  readonly stdout: string;
-  readonly stderr: string;
-}
-
-function idem(args: readonly string[], env: NodeJS.ProcessEnv = {}): Promise<Ran> {
-  if (!existsSync(BIN)) throw new Error(`${BIN} is missing: run pnpm build first`);
-  return new Promise((resolve) => {
-    execFile(
-      process.execPath,
-      [BIN, ...args],
-      { env: { PATH: process.env.PATH, ...env }, timeout: 60_000 },
-      (error, stdout, stderr) => {
-        const code = error === null ? 0 : typeof error.code === 'number' ? error.code : -1;
-        resolve({ code, stdout, stderr });
-      },
-    );
-  });
-}
+import { idem, type Ran } from './support/run.js';
 
 const json = (ran: Ran) => {
   expect(ran.stderr, ran.stderr).not.toMatch(/\n\s+at /);

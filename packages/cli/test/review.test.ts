@@ -1,10 +1,8 @@
-import { execFile } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
-import { fileURLToPath } from 'node:url';
 import type { IdempotencyStore } from '@idem/core';
 import { createRedisStore } from '@idem/store-redis';
 import { createSqlStore } from '@idem/store-sql';
@@ -20,35 +18,10 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { table } from '../src/output.js';
 import { run } from '../src/program.js';
 import { available, CLUSTER_NODES, MYSQL_URL, PG_URL, REDIS_URL } from './support/backends.js';
+import { idem } from './support/run.js';
 
 // Attacks on the `idem` command: what a stored value, a URL or an operator's keystroke can make it do. Run in
 // process where the output is all that matters, as the built binary where the process itself is the question.
-
-const BIN = fileURLToPath(new URL('../dist/bin.js', import.meta.url));
-
-interface Ran {
-  readonly code: number;
-  readonly stdout: string;
-  readonly stderr: string;
-  readonly ms: number;
-}
-
-/** The built binary as a child process. */
-function idem(args: readonly string[], env: NodeJS.ProcessEnv = {}): Promise<Ran> {
-  if (!existsSync(BIN)) throw new Error(`${BIN} is missing: run pnpm build first`);
-  const started = performance.now();
-  return new Promise((resolve) => {
-    execFile(
-      process.execPath,
-      [BIN, ...args],
-      { env: { PATH: process.env.PATH, ...env }, timeout: 60_000 },
-      (error, stdout, stderr) => {
-        const code = error === null ? 0 : typeof error.code === 'number' ? error.code : -1;
-        resolve({ code, stdout, stderr, ms: performance.now() - started });
-      },
-    );
-  });
-}
 
 /** A terminal-less stream that keeps what is written. */
 function sink(tty = false) {
