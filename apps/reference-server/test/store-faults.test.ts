@@ -6,6 +6,7 @@ import { createRedisStore } from '@idem/store-redis';
 import { afterEach, describe, expect, test } from 'vitest';
 import { CommitOutcomeUnknown } from '../src/database/deadline.js';
 import { backends, type FreshDatabase } from './support/databases.js';
+import { gate } from './support/gate.js';
 import {
   type PrivateRedis,
   REDIS_URL,
@@ -28,30 +29,6 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const SCOPE = '\u001fanonymous';
 /** Short leases, so that what waits for one to lapse waits a second or two. */
 const SHORT = { IDEMPOTENCY_LEASE_MS: '1500', IDEMPOTENCY_MAX_WAIT_MS: '300' };
-
-/** A gate a transaction waits at while it is closed; `entered` resolves once one reached it. */
-function gate() {
-  let open = () => {};
-  let entered = () => {};
-  const state = {
-    wait: Promise.resolve(),
-    entered: Promise.resolve(),
-    close() {
-      state.wait = new Promise<void>((resolve) => {
-        open = resolve;
-      });
-      state.entered = new Promise<void>((resolve) => {
-        entered = resolve;
-      });
-    },
-    open: () => open(),
-    pass: async () => {
-      entered();
-      await state.wait;
-    },
-  };
-  return state;
-}
 
 const exists = async (node: Node, namespace: string) =>
   (await call(node.url, 'HEAD', `/v1/namespaces/${namespace}`)).status === 204;

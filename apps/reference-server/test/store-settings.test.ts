@@ -1,6 +1,7 @@
 import { parseExposition, total } from '@idem/adapter-suite';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { backends } from './support/databases.js';
+import { gate } from './support/gate.js';
 import { call, idempotencyRecords, type Node, newKey, schema, startNode } from './support/server.js';
 import { type Prepared, STORE_SETTINGS } from './support/store-settings.js';
 
@@ -25,30 +26,6 @@ const as = (
 ) => call(node.url, method, path, { ...options, token: TOKENS[principal] });
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-/** Holds catalog transactions before their commit while closed; `entered` resolves once one is held. */
-function holdGate() {
-  let open = () => {};
-  let entered = () => {};
-  const state = {
-    wait: Promise.resolve(),
-    entered: Promise.resolve(),
-    close() {
-      state.wait = new Promise<void>((resolve) => {
-        open = resolve;
-      });
-      state.entered = new Promise<void>((resolve) => {
-        entered = resolve;
-      });
-    },
-    open: () => open(),
-    beforeCommit: async () => {
-      entered();
-      await state.wait;
-    },
-  };
-  return state;
-}
-
 const cacheHits = async (node: Node) =>
   total(parseExposition(await (await fetch(`${node.url}/metrics`)).text()), 'idempotency_cache_hits_total');
 
@@ -58,14 +35,14 @@ for (const setting of STORE_SETTINGS) {
   describe.runIf(await setting.up())(`idempotency with the store ${setting.name}`, () => {
     let prepared: Prepared;
     let node: Node;
-    const gate = holdGate();
+    const held = gate();
     // Namespaces of this suite's own: the settings' suites never meet, whatever database they share.
     const tag = `s${++suite}`;
     const env = () => ({ ...prepared.env, ...SETTINGS });
 
     beforeAll(async () => {
       prepared = await setting.prepare();
-      node = await startNode(prepared.databaseUrl, env(), { beforeCommit: gate.beforeCommit });
+      node = await startNode(prepared.databaseUrl, env(), { beforeCommit: held.pass });
     });
     afterAll(async () => {
       await node?.close();
@@ -157,12 +134,12 @@ for (const setting of STORE_SETTINGS) {
     test('a duplicate while the first is in flight waits for it, then replays its answer', async () => {
       const key = newKey();
       const body = { namespace: [`${tag}-flight`] };
-      gate.close();
+      held.close();
       const first = as(node, 'alice', 'POST', '/v1/namespaces', { key, body });
-      await gate.entered; // the first holds its key, its work done, its commit waiting
+      await held.entered; // the first holds its key, its work done, its commit waiting
       const duplicate = as(node, 'alice', 'POST', '/v1/namespaces', { key, body });
       await sleep(150);
-      gate.open();
+      held.open();
       const [a, b] = await Promise.all([first, duplicate]);
       expect(a.status, a.text).toBe(200);
       expect(a.headers.get('idempotent-replayed')).toBeNull();
@@ -178,14 +155,14 @@ for (const setting of STORE_SETTINGS) {
     test(outwaits, async () => {
       const key = newKey();
       const body = { namespace: [`${tag}-slow`] };
-      gate.close();
+      held.close();
       const first = as(node, 'alice', 'POST', '/v1/namespaces', { key, body });
-      await gate.entered;
+      await held.entered;
       const startedMs = performance.now();
       const duplicate = as(node, 'alice', 'POST', '/v1/namespaces', { key, body });
       if (setting.inFlight === 'turn') {
         await sleep(1_300);
-        gate.open();
+        held.open();
         const [a, b] = await Promise.all([first, duplicate]);
         expect(a.status).toBe(200);
         expect(b.status).toBe(200);
@@ -194,7 +171,7 @@ for (const setting of STORE_SETTINGS) {
       }
       const waited = await duplicate;
       const waitedMs = performance.now() - startedMs;
-      gate.open();
+      held.open();
       expect(waited.status, waited.text).toBe(503);
       expect(waited.headers.get('retry-after')).toBeTruthy();
       expect(waitedMs).toBeGreaterThan(900);
