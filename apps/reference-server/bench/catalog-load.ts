@@ -42,10 +42,12 @@ export async function startCatalog(env: Record<string, string>, core = 0): Promi
     WAREHOUSE: mkdtempSync(join(tmpdir(), 'idem-bench-warehouse-')),
     ...env,
   };
-  const command = [process.execPath, main];
+  // BENCH_NODE_ARGS: options for the server's node, such as `--cpu-prof --cpu-prof-dir=/tmp/prof`.
+  const nodeArgs = process.env.BENCH_NODE_ARGS?.split(' ').filter(Boolean) ?? [];
+  const command = [process.execPath, ...nodeArgs, main];
   const child: ChildProcess = pinned
     ? spawn('/usr/bin/taskset', ['-c', String(core), ...command], { env: settings, stdio: 'inherit' })
-    : spawn(process.execPath, [main], { env: settings, stdio: 'inherit' });
+    : spawn(process.execPath, [...nodeArgs, main], { env: settings, stdio: 'inherit' });
   const url = `http://127.0.0.1:${port}`;
   // Ready, not just alive: the server listens before its database is open.
   for (let i = 0; ; i++) {

@@ -35,15 +35,18 @@ export function uuidOf(metadata: Json): string | undefined {
 export const isCompact = (answer: MetadataAnswer) => answer.metadata['format-version'] === undefined;
 
 /**
- * What the idempotency record keeps of an answer. A metadata answer larger than the record holds (the
- * coordinator would keep its status alone, and the replay would be a 200 with no body) is kept compact:
- * its `metadata-location` and its table's or view's UUID, from which the replay is made again (replay.ts).
- * (Not in `redact`: the coordinator has already dropped a body over its cap by the time `redact` sees it.)
+ * What the idempotency record keeps of an answer. A metadata answer is kept compact: its `metadata-location` and
+ * its table's or view's UUID, from which its replay is made again (replay.ts): a load result from the table as
+ * it is now, a commit's answer from the metadata file the commit wrote (immutable: each commit writes a new
+ * one). Metadata grows with every commit (its snapshots and their log), and storing it whole made a keyed commit
+ * write it to the database a second time; the stored answer is also never larger than a record holds (the
+ * coordinator would keep the status alone, and the replay would be a 200 with no body). Other answers are kept
+ * as rendered. (Not in `redact`: the coordinator has already dropped a body over its cap by the time `redact`
+ * sees it.)
  */
-export function storedAnswer(answer: { body?: unknown }, rendered: RenderedAnswer, maxBodyBytes: number) {
-  if (rendered.body === null || Buffer.byteLength(rendered.body, 'utf8') <= maxBodyBytes) return rendered;
+export function storedAnswer(answer: { body?: unknown }, rendered: RenderedAnswer): RenderedAnswer {
   const { body } = answer;
-  if (!isMetadataAnswer(body)) return rendered;
+  if (rendered.body === null || !isMetadataAnswer(body)) return rendered;
   const uuid = uuidOf(body.metadata);
   const compact = {
     'metadata-location': body['metadata-location'],
@@ -78,7 +81,9 @@ export const withBody = (response: StoredResponse, body: object): StoredResponse
  */
 export function withoutConfig(response: StoredResponse): StoredResponse {
   const answer = metadataAnswerOf(response);
-  return answer === undefined || !('config' in answer)
+  return answer === undefined || !('config' in answer) || isEmptyObject(answer.config)
     ? response
     : withBody(response, { ...answer, config: {} });
 }
+
+const isEmptyObject = (value: unknown): boolean => isObject(value) && Object.keys(value).length === 0;
