@@ -128,7 +128,7 @@ function closeObject(members: Member[]): string {
     const member = members[m] as Member;
     if (m + 1 < members.length && (members[m + 1] as Member)[0] === member[0]) continue;
     if (text.length > 1) text += ',';
-    text += member[1] + ':' + member[2];
+    text += `${member[1]}:${member[2]}`;
   }
   return `${text}}`;
 }

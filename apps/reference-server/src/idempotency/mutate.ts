@@ -80,10 +80,7 @@ async function inTransaction(
       const rendered = render(answer);
       if (
         execution !== undefined &&
-        (await execution.finalizeWith(
-          storedAnswer(answer, rendered),
-          tx.idempotency,
-        )) === 'lease-lost'
+        (await execution.finalizeWith(storedAnswer(answer, rendered), tx.idempotency)) === 'lease-lost'
       )
         throw retryLater('the idempotency reservation was lost before commit; retry with the same key');
       return { action: 'answer' as const, rendered };
