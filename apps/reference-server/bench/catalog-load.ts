@@ -135,7 +135,7 @@ export async function drive(
     retryShare?: number;
   },
 ): Promise<LoadResult> {
-  let last: { path: string; body?: string; key: string } | undefined;
+  let last: { method: 'POST' | 'GET'; path: string; body?: string; key: string } | undefined;
   const times: number[] = [];
   const result = await new Promise<autocannon.Result>((resolve, reject) => {
     const instance = autocannon(
@@ -150,11 +150,12 @@ export async function drive(
           {
             setupRequest: (request) => {
               const retry = last !== undefined && Math.random() < (options.retryShare ?? 0);
-              const { path, body, key } =
+              const { method, path, body, key } =
                 retry && last !== undefined ? last : { ...next(options.operation), key: v7() };
-              last = { path, key, ...(body === undefined ? {} : { body }) };
+              last = { method, path, key, ...(body === undefined ? {} : { body }) };
               return {
                 ...request,
+                method,
                 path,
                 ...(body === undefined ? {} : { body }),
                 headers: { ...request.headers, ...(options.keyed ? { 'idempotency-key': key } : {}) },

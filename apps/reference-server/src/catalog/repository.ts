@@ -20,14 +20,18 @@ export interface Entity {
   readonly kind: EntityKind;
   readonly metadataLocation: string;
   readonly metadata: Record<string, unknown>;
+  /**
+   * The metadata as JSON text: what the warehouse encoded (`stringifyLosslessJson` of `metadata`) and the
+   * database holds, so that an answer carries it as it is (http/answer.ts `metadataAnswerText`).
+   */
+  readonly text: string;
 }
 
 /**
- * An entity to store: its metadata also as the text the warehouse encoded (and checked the size of), and the
- * real path of its location in the warehouse (`Warehouse.pathOf`), which a purge checks others against.
+ * An entity to store, with the real path of its location in the warehouse (`Warehouse.pathOf`), which a purge
+ * checks others against.
  */
 export interface NewEntity extends Entity {
-  readonly text: string;
   readonly path: string | null;
 }
 
@@ -37,11 +41,20 @@ const text = (value: unknown): string => (Buffer.isBuffer(value) ? value.toStrin
 // Metadata is stored as JSON text, its longs as exact digits (a bigint past 2^53), and read back the same way.
 const fromColumn = (value: unknown) => parseLosslessJson(text(value), { maxDepth: MAX_STORED_JSON_DEPTH });
 
-const toEntity = (row: Row): Entity => ({
-  kind: text(row.kind) as EntityKind,
-  metadataLocation: text(row.metadata_location),
-  metadata: fromColumn(row.metadata) as Record<string, unknown>,
-});
+/** An entity as read: its metadata parsed when first asked for (a load answers with the stored text alone). */
+function toEntity(row: Row): Entity {
+  const stored = text(row.metadata);
+  let metadata: Record<string, unknown> | undefined;
+  return {
+    kind: text(row.kind) as EntityKind,
+    metadataLocation: text(row.metadata_location),
+    text: stored,
+    get metadata() {
+      metadata ??= fromColumn(stored) as Record<string, unknown>;
+      return metadata;
+    },
+  };
+}
 
 /**
  * The namespace's properties, or undefined when it does not exist. With `lock`, inside a transaction, its row

@@ -33,6 +33,8 @@ interface PreparedCommit {
 /** A commit whose new metadata file is written: only the pointer is left to move. */
 export interface WrittenCommit extends PreparedCommit {
   readonly metadataLocation: string;
+  /** `next` as written to the file (and stored). */
+  readonly text: string;
   /** The real path of the table's location (see repo.NewEntity). */
   readonly path: string;
 }
@@ -163,15 +165,14 @@ export async function commitTables({
   const texts = prepared.map((change) => warehouse.encode(change.next));
   const written: WrittenCommit[] = [];
   for (const [i, change] of prepared.entries()) {
-    const metadataLocation = await warehouse.writeMetadata(
+    const { metadataLocation, path } = await warehouse.writeMetadata(
       change.next.location,
       change.version,
       texts[i] as string,
     );
-    const path = await warehouse.pathOf(change.next.location, 'location');
-    written.push({ ...change, metadataLocation, path });
+    written.push({ ...change, metadataLocation, path, text: texts[i] as string });
   }
-  for (const [i, change] of written.entries()) {
+  for (const change of written) {
     // Locked above: the pointer is still where the requirements were checked.
     const swapped = await repo.swapEntity(
       tx,
@@ -181,7 +182,7 @@ export async function commitTables({
         kind: 'table',
         metadataLocation: change.metadataLocation,
         metadata: change.next,
-        text: texts[i] as string,
+        text: change.text,
         path: change.path,
       },
     );

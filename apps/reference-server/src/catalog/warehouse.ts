@@ -51,11 +51,15 @@ export interface Warehouse {
    */
   encode(metadata: object): string;
   /**
-   * Write a new metadata file (`text` from `encode`) under `<location>/metadata/` and return its location.
-   * Written inside the catalog transaction, before the pointer moves, as Iceberg does: a file no commit points
-   * to is harmless.
+   * Write a new metadata file (`text` from `encode`) under `<location>/metadata/` and return its location, with
+   * the real path of `location` itself (`pathOf`'s, found on the way). Written inside the catalog transaction,
+   * before the pointer moves, as Iceberg does: a file no commit points to is harmless.
    */
-  writeMetadata(location: string, version: number, text: string): Promise<string>;
+  writeMetadata(
+    location: string,
+    version: number,
+    text: string,
+  ): Promise<{ readonly metadataLocation: string; readonly path: string }>;
   /** Read a metadata file (bounded in size and time), parsed as JSON with exact longs (lossless-json.ts). */
   readMetadata(metadataLocation: string, field: string, deadline?: number): Promise<unknown>;
   /** Delete a table's directory (drop with purge): never the warehouse itself, never outside it. */
@@ -115,7 +119,8 @@ export async function openWarehouse(options: WarehouseOptions): Promise<Warehous
       return text;
     },
     async writeMetadata(location, version, text) {
-      const dir = join(await confine(root, location, { field: 'location' }), 'metadata');
+      const path = await confine(root, location, { field: 'location' });
+      const dir = join(path, 'metadata');
       await mkdir(dir, { recursive: true });
       // mkdir follows a symlink swapped into the path since the check: see where it landed before writing.
       if (!isWithin(root.path, await realpath(dir))) throw outside('location', root.url);
@@ -123,7 +128,10 @@ export async function openWarehouse(options: WarehouseOptions): Promise<Warehous
       // `wx`: a new file only; never through a symlink planted under that name.
       await writeFile(join(dir, name), text, { flag: 'wx' });
       const file = join(localPath(location, 'location'), 'metadata', name);
-      return location.toLowerCase().startsWith('file:') ? pathToFileURL(file).href : file;
+      return {
+        metadataLocation: location.toLowerCase().startsWith('file:') ? pathToFileURL(file).href : file,
+        path,
+      };
     },
     // Within its own bound and the time left before the request's deadline (`performance.now()` ms).
     readMetadata: async (metadataLocation, field, deadline = Number.POSITIVE_INFINITY) => {

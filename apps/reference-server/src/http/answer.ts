@@ -5,6 +5,8 @@ import { stringifyLosslessJson } from '../catalog/lossless-json.js';
 export interface Answer {
   readonly status: number;
   readonly body?: unknown;
+  /** The body's JSON text, when it is at hand: what `render` would write for `body` ({@link metadataAnswerText}). */
+  readonly text?: string;
 }
 
 /** An answer as mutations render it for the client and for the idempotency record (idempotency/mutate.ts). */
@@ -23,7 +25,7 @@ export const JSON_TYPE = 'application/json; charset=utf-8';
 
 export function render(answer: Answer): RenderedAnswer {
   // Longs as exact digits: the stored replay carries the very text the first answer had.
-  const body = answer.body === undefined ? null : stringifyLosslessJson(answer.body);
+  const body = answer.text ?? (answer.body === undefined ? null : stringifyLosslessJson(answer.body));
   return { status: answer.status, headers: body === null ? {} : { 'content-type': JSON_TYPE }, body };
 }
 
@@ -33,3 +35,13 @@ export function sendRendered(reply: FastifyReply, { status, headers, body }: Ren
 }
 
 export const send = (reply: FastifyReply, answer: Answer) => sendRendered(reply, render(answer));
+
+/**
+ * The JSON text of a metadata answer, `{"metadata-location", "metadata"}` and, for a load result, `"config": {}`,
+ * from the text of its metadata (`stringifyLosslessJson`'s, as stored): the text `render` writes for the same
+ * value, without writing metadata of megabytes once more.
+ */
+export function metadataAnswerText(metadataLocation: string, metadataText: string, config: boolean): string {
+  const location = JSON.stringify(metadataLocation);
+  return `{"metadata-location":${location},"metadata":${metadataText}${config ? ',"config":{}' : ''}}`;
+}

@@ -10,16 +10,17 @@ import { ancestorsOf } from '../catalog/paths.js';
 import * as repo from '../catalog/repository.js';
 import { SEPARATOR } from '../catalog/repository.js';
 import { newTableMetadata } from '../catalog/table-metadata.js';
-import { send } from '../http/answer.js';
+import { metadataAnswerText, send } from '../http/answer.js';
 import { mutate } from '../idempotency/mutate.js';
 import { registration, renameHandler } from './entity-ops.js';
 import {
   body,
-  loadResult,
+  loadAnswer,
   namespaceOf,
   namespaceParts,
   type Params,
   requireNamespace,
+  sendLoadResult,
   stringMap,
 } from './parse.js';
 import { type CatalogRouteOptions, routePlugin } from './route-plugin.js';
@@ -161,11 +162,10 @@ const routes: FastifyPluginAsync<CatalogRouteOptions> = async (app, { db, wareho
         throw alreadyExists(`Table ${[...parts, name].join('.')}`);
       // Written once the key is reserved: a retry that replays writes nothing.
       const text = warehouse.encode(metadata);
-      const metadataLocation = await warehouse.writeMetadata(location, 0, text);
-      const path = await warehouse.pathOf(location, 'location');
+      const { metadataLocation, path } = await warehouse.writeMetadata(location, 0, text);
       const entity = { kind: 'table' as const, metadataLocation, metadata, text, path };
       await repo.insertEntity(tx, { prefix, namespace: key, name }, entity);
-      return { status: 200, body: loadResult(entity) };
+      return loadAnswer(entity);
     });
   });
 
@@ -185,7 +185,7 @@ const routes: FastifyPluginAsync<CatalogRouteOptions> = async (app, { db, wareho
     const entity = await loadTable(request);
     const etag = `"${Buffer.from(entity.metadataLocation).toString('base64url')}"`;
     if (request.headers['if-none-match'] === etag) return reply.code(304).header('etag', etag).send();
-    return reply.header('etag', etag).send(loadResult(entity));
+    return sendLoadResult(reply.header('etag', etag), entity);
   });
 
   app.head('/namespaces/:namespace/tables/:table', async (request, reply) => {
@@ -206,6 +206,7 @@ const routes: FastifyPluginAsync<CatalogRouteOptions> = async (app, { db, wareho
       return {
         status: 200,
         body: { 'metadata-location': entity.metadataLocation, metadata: entity.metadata },
+        text: metadataAnswerText(entity.metadataLocation, entity.text, false),
       };
     });
   });
@@ -264,7 +265,7 @@ const routes: FastifyPluginAsync<CatalogRouteOptions> = async (app, { db, wareho
       if (existing !== undefined && !overwrite) throw alreadyExists(`Table ${[...parts, name].join('.')}`);
       if (existing === undefined) await repo.insertEntity(tx, { prefix, namespace: key, name }, entity);
       else await repo.swapEntity(tx, { prefix, namespace: key, name }, existing.metadataLocation, entity);
-      return { status: 200, body: loadResult(entity) };
+      return loadAnswer(entity);
     });
   });
 

@@ -1,9 +1,10 @@
-import type { FastifyRequest } from 'fastify';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import { badRequest, noSuchNamespace } from '../catalog/iceberg-error.js';
 import { MAX_UPDATES_PER_COMMIT } from '../catalog/limits.js';
 import * as repo from '../catalog/repository.js';
 import { SEPARATOR } from '../catalog/repository.js';
 import type { Executor, LockMode } from '../database/executor.js';
+import { type Answer, JSON_TYPE, metadataAnswerText } from '../http/answer.js';
 
 export type Params = { prefix?: string; namespace?: string; table?: string };
 
@@ -68,3 +69,14 @@ export const loadResult = (entity: repo.Entity) => ({
   metadata: entity.metadata,
   config: {},
 });
+
+/** The load result of `entity` as a mutation's answer, its text written from the metadata's stored text. */
+export const loadAnswer = (entity: repo.Entity): Answer => ({
+  status: 200,
+  body: loadResult(entity),
+  text: metadataAnswerText(entity.metadataLocation, entity.text, true),
+});
+
+/** Send the load result of `entity` (a GET): the metadata's stored text, never parsed. */
+export const sendLoadResult = (reply: FastifyReply, entity: repo.Entity) =>
+  reply.type(JSON_TYPE).send(metadataAnswerText(entity.metadataLocation, entity.text, true));

@@ -10,7 +10,7 @@ import {
 } from '../catalog/table-commit.js';
 import type { Warehouse } from '../catalog/warehouse.js';
 import type { CatalogDatabase } from '../database/catalog-database.js';
-import type { Answer } from '../http/answer.js';
+import { type Answer, metadataAnswerText } from '../http/answer.js';
 import { mutate } from '../idempotency/mutate.js';
 import { body, checkUpdateCount, identifier, namespaceOf, type Params } from './parse.js';
 
@@ -64,6 +64,9 @@ export function commitTableHandler(db: CatalogDatabase, warehouse: Warehouse) {
       answer: ([change]) => ({
         status: 200,
         body: { 'metadata-location': change?.metadataLocation, metadata: change?.next },
+        ...(change === undefined
+          ? {}
+          : { text: metadataAnswerText(change.metadataLocation, change.text, false) }),
       }),
     });
   };

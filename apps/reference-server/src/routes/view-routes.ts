@@ -15,7 +15,14 @@ import {
 } from '../catalog/view-metadata.js';
 import { mutate } from '../idempotency/mutate.js';
 import { registration, renameHandler } from './entity-ops.js';
-import { body, checkUpdateCount, loadResult, namespaceOf, requireNamespace } from './parse.js';
+import {
+  body,
+  checkUpdateCount,
+  loadAnswer,
+  namespaceOf,
+  requireNamespace,
+  sendLoadResult,
+} from './parse.js';
 import { type CatalogRouteOptions, routePlugin } from './route-plugin.js';
 
 const viewName = (request: FastifyRequest) => (request.params as { view: string }).view;
@@ -38,7 +45,7 @@ const routes: FastifyPluginAsync<CatalogRouteOptions> = async (app, { db, wareho
       }
       const made = await entity();
       await repo.insertEntity(tx, { prefix: at.prefix, namespace: at.key, name: at.name }, made);
-      return { status: 200, body: loadResult(made) };
+      return loadAnswer(made);
     });
 
   app.get('/namespaces/:namespace/views', async (request) => {
@@ -59,14 +66,8 @@ const routes: FastifyPluginAsync<CatalogRouteOptions> = async (app, { db, wareho
     const metadata = newViewMetadata(input, location, Date.now());
     return insertView(reply, { prefix, parts, key, name }, async () => {
       const text = warehouse.encode(metadata);
-      const metadataLocation = await warehouse.writeMetadata(location, 0, text);
-      return {
-        kind: 'view',
-        metadataLocation,
-        metadata,
-        text,
-        path: await warehouse.pathOf(location, 'location'),
-      };
+      const { metadataLocation, path } = await warehouse.writeMetadata(location, 0, text);
+      return { kind: 'view', metadataLocation, metadata, text, path };
     });
   });
 
@@ -82,7 +83,9 @@ const routes: FastifyPluginAsync<CatalogRouteOptions> = async (app, { db, wareho
     return entity;
   };
 
-  app.get('/namespaces/:namespace/views/:view', async (request) => loadResult(await loadView(request)));
+  app.get('/namespaces/:namespace/views/:view', async (request, reply) =>
+    sendLoadResult(reply, await loadView(request)),
+  );
 
   app.head('/namespaces/:namespace/views/:view', async (request, reply) => {
     await loadView(request);
@@ -106,17 +109,16 @@ const routes: FastifyPluginAsync<CatalogRouteOptions> = async (app, { db, wareho
       checkViewRequirements(metadata, input.requirements);
       const next = applyViewUpdates(metadata, input.updates, Date.now());
       const text = warehouse.encode(next);
-      const metadataLocation = await warehouse.writeMetadata(
+      const { metadataLocation, path } = await warehouse.writeMetadata(
         next.location,
         metadata['version-log'].length,
         text,
       );
-      const path = await warehouse.pathOf(next.location, 'location');
       const entity = { kind: 'view' as const, metadataLocation, metadata: next, text, path };
       if (!(await repo.swapEntity(tx, { prefix, namespace: key, name }, current.metadataLocation, entity))) {
         throw commitFailed('the view changed concurrently; refresh and retry');
       }
-      return { status: 200, body: loadResult(entity) };
+      return loadAnswer(entity);
     });
   });
 
