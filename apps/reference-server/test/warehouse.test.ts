@@ -180,6 +180,26 @@ describe('locations of tables and views stay inside the warehouse', () => {
     outsideUntouched();
   });
 
+  test("a table's metadata directory swapped for a symlink out: its commit writes nothing there (403), the table is unchanged", async () => {
+    const created = await call(node.url, 'POST', '/v1/namespaces/w/tables', {
+      body: { name: 'swapped', schema },
+    });
+    expect(created.status, created.text).toBe(200);
+    const location = new URL(created.json().metadata.location).pathname;
+    rmSync(join(location, 'metadata'), { recursive: true });
+    symlinkSync(outside, join(location, 'metadata'));
+    const key = newKey();
+    const answer = await call(node.url, 'POST', '/v1/namespaces/w/tables/swapped', {
+      key,
+      body: { requirements: [], updates: [{ action: 'set-properties', updates: { a: 'b' } }] },
+    });
+    expect(answer.status, answer.text).toBe(403);
+    outsideUntouched();
+    const table = (await call(node.url, 'GET', '/v1/namespaces/w/tables/swapped')).json();
+    expect(table['metadata-location']).toBe(created.json()['metadata-location']);
+    expect(table.metadata.properties).toEqual(created.json().metadata.properties);
+  });
+
   test('drop with purge never deletes the warehouse or anything outside it: 403, nothing dropped', async () => {
     mkdirSync(join(node.warehouse, 'keep'));
     for (const [name, location] of [

@@ -4,7 +4,7 @@ import { ConcurrentChange, noSuchTable } from './iceberg-error.js';
 import { ancestorsOf } from './paths.js';
 import * as repo from './repository.js';
 import { SEPARATOR } from './repository.js';
-import { applyUpdates, checkRequirements, type TableMetadata } from './table-metadata.js';
+import { applyUpdatesTo, checkRequirements, type TableMetadata } from './table-metadata.js';
 import type { Warehouse } from './warehouse.js';
 
 /** Table properties that shape the metadata log, with Iceberg's defaults. */
@@ -68,12 +68,14 @@ async function prepareCommit(
   const metadata = current?.kind === 'table' ? (current.metadata as TableMetadata) : undefined;
   checkRequirements(metadata, input.requirements);
   if (current === undefined || metadata === undefined) throw noSuchTable(label);
-  const next = applyUpdates(metadata, input.updates, Date.now());
   // The log remembers the file this commit replaces, and at most `previous-versions-max` files in all.
   const log = [
     ...metadata['metadata-log'],
     { 'metadata-file': current.metadataLocation, 'timestamp-ms': metadata['last-updated-ms'] },
   ];
+  const version = (versionOf(current.metadataLocation) ?? metadata['metadata-log'].length) + 1;
+  // Parsed from the table's row for this commit alone: updated where it is, not copied first.
+  const next = applyUpdatesTo(metadata, input.updates, Date.now());
   const keep = previousVersionsMax(next);
   const dropped = log.length > keep ? log.slice(0, log.length - keep) : [];
   next['metadata-log'] = log.slice(dropped.length);
@@ -86,7 +88,7 @@ async function prepareCommit(
     name: id.name,
     label,
     expectedLocation: current.metadataLocation,
-    version: (versionOf(current.metadataLocation) ?? metadata['metadata-log'].length) + 1,
+    version,
     next,
     expired,
   };

@@ -281,14 +281,20 @@ function checkRoom(list: readonly unknown[], max: number, what: string): void {
   if (list.length >= max) throw badRequest(`a table holds at most ${max} ${what}`);
 }
 
-/**
- * Apply a commit's updates in order and return the new metadata (the input is not modified). Linear in the
- * metadata and the updates: ids are tracked as the updates go (the next schema id, the set of snapshot ids),
- * never recomputed from the whole table per update.
- */
+/** Apply a commit's updates in order and return the new metadata; the input is not modified ({@link applyUpdatesTo}). */
 export function applyUpdates(current: TableMetadata, updates: unknown, nowMs: number): TableMetadata {
+  return applyUpdatesTo(structuredClone(current), updates, nowMs);
+}
+
+/**
+ * Apply a commit's updates in order to `m` itself and return it: for metadata its caller owns and has no further
+ * use for as it was (a commit's, parsed from its row for this request alone), which then is not copied first
+ * (metadata can be megabytes). After a refusal (a 400), `m` may be half updated. Linear in the metadata and the
+ * updates: ids are tracked as the updates go (the next schema id, the set of snapshot ids), never recomputed from
+ * the whole table per update.
+ */
+export function applyUpdatesTo(m: TableMetadata, updates: unknown, nowMs: number): TableMetadata {
   if (!Array.isArray(updates)) throw badRequest('updates must be an array');
-  const m: TableMetadata = structuredClone(current);
   let lastAddedSchemaId: number | undefined;
   let lastAddedSpecId: number | undefined;
   let lastAddedOrderId: number | undefined;
