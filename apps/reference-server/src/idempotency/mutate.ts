@@ -80,7 +80,10 @@ async function inTransaction(
       const rendered = render(answer);
       if (
         execution !== undefined &&
-        (await execution.finalizeWith(storedAnswer(answer, rendered), tx.idempotency)) === 'lease-lost'
+        (await execution.finalizeWith(
+          storedAnswer(answer, rendered, execution.maxBodyBytes),
+          tx.idempotency,
+        )) === 'lease-lost'
       )
         throw retryLater('the idempotency reservation was lost before commit; retry with the same key');
       return { action: 'answer' as const, rendered };
@@ -164,7 +167,7 @@ async function underLease(
   // Rendered once (metadata can be megabytes), for the client and for the record.
   const rendered = render(answer);
   // The record is written before the answer goes out: a client that has the answer finds it done on any node.
-  const outcome = await execution.finish(storedAnswer(answer, rendered));
+  const outcome = await execution.finish(storedAnswer(answer, rendered, execution.maxBodyBytes));
   // A refusal committed nothing, and the key is another request's now (its lease lapsed and it was taken over):
   // that request's answer is the key's, so this one is not sent (as a refusal in the catalog's transaction is
   // not). Committed work is answered whatever the finalize did: the work is done.

@@ -35,18 +35,16 @@ export function uuidOf(metadata: Json): string | undefined {
 export const isCompact = (answer: MetadataAnswer) => answer.metadata['format-version'] === undefined;
 
 /**
- * What the idempotency record keeps of an answer. A metadata answer is kept compact: its `metadata-location` and
- * its table's or view's UUID, from which its replay is made again (replay.ts): a load result from the table as
- * it is now, a commit's answer from the metadata file the commit wrote (immutable: each commit writes a new
- * one). Metadata grows with every commit (its snapshots and their log), and storing it whole made a keyed commit
- * write it to the database a second time; the stored answer is also never larger than a record holds (the
- * coordinator would keep the status alone, and the replay would be a 200 with no body). Other answers are kept
- * as rendered. (Not in `redact`: the coordinator has already dropped a body over its cap by the time `redact`
- * sees it.)
+ * What the idempotency record keeps of an answer: the answer as rendered, so that its replay is the very text
+ * the client was given. A metadata answer larger than the record holds (the coordinator would keep its status
+ * alone, and the replay would be a 200 with no body) is kept compact: its `metadata-location` and its table's or
+ * view's UUID, from which the replay is made again (replay.ts). (Not in `redact`: the coordinator has already
+ * dropped a body over its cap by the time `redact` sees it.)
  */
-export function storedAnswer(answer: { body?: unknown }, rendered: RenderedAnswer): RenderedAnswer {
+export function storedAnswer(answer: { body?: unknown }, rendered: RenderedAnswer, maxBodyBytes: number) {
+  if (rendered.body === null || Buffer.byteLength(rendered.body, 'utf8') <= maxBodyBytes) return rendered;
   const { body } = answer;
-  if (rendered.body === null || !isMetadataAnswer(body)) return rendered;
+  if (!isMetadataAnswer(body)) return rendered;
   const uuid = uuidOf(body.metadata);
   const compact = {
     'metadata-location': body['metadata-location'],
@@ -56,6 +54,9 @@ export function storedAnswer(answer: { body?: unknown }, rendered: RenderedAnswe
   };
   return { ...rendered, body: stringifyLosslessJson(compact) };
 }
+
+const CONFIG_MEMBER = Buffer.from('"config"');
+const bytesOf = (body: Uint8Array) => Buffer.from(body.buffer, body.byteOffset, body.byteLength);
 
 /** A stored metadata answer, parsed; else undefined. */
 export function metadataAnswerOf(response: StoredResponse): MetadataAnswer | undefined {
@@ -80,6 +81,10 @@ export const withBody = (response: StoredResponse, body: object): StoredResponse
  * `redact`), and a replay gets the config that holds now.
  */
 export function withoutConfig(response: StoredResponse): StoredResponse {
+  // A body that never mentions `"config"` has no config to empty, and is not parsed (a commit's answer holds
+  // the table's whole metadata, and parsing it cost more than the rest of the commit's idempotency). The
+  // catalog's answers are written by JSON.stringify and stringifyLosslessJson, which escape no letter.
+  if (response.body === null || bytesOf(response.body).indexOf(CONFIG_MEMBER) === -1) return response;
   const answer = metadataAnswerOf(response);
   return answer === undefined || !('config' in answer) || isEmptyObject(answer.config)
     ? response
