@@ -151,7 +151,7 @@ describe('replays that are byte-identical (held)', () => {
 });
 
 describe('replays that are no longer the answer that was given', () => {
-  test('unregister of a registered table: the replay is the file re-serialized, not the answer (key order, defaults)', async () => {
+  test('unregister of a registered table: the replay is the answer, not the file re-serialized (key order, defaults)', async () => {
     const file = foreignTableFile('unreg', '9c12d441-03fe-4693-9a96-00000000e002');
     const registered = await call(node.url, 'POST', '/v1/namespaces/n/register', {
       body: { name: 'unreg', 'metadata-location': file },
@@ -167,7 +167,7 @@ describe('replays that are no longer the answer that was given', () => {
     expect(again.text).toBe(first.text); // failed at 6660867: replay rebuilt from the raw registered file
   });
 
-  test('unregister, then the registered file removed: the replay is the compact record, not an UnregisterTableResult', async () => {
+  test('unregister, then the registered file removed: the replay is the UnregisterTableResult, not a compact record', async () => {
     const file = foreignTableFile('unreg2', '9c12d441-03fe-4693-9a96-00000000e003');
     await call(node.url, 'POST', '/v1/namespaces/n/register', {
       body: { name: 'unreg2', 'metadata-location': file },
@@ -184,7 +184,7 @@ describe('replays that are no longer the answer that was given', () => {
     expect(again.text).toBe(first.text);
   });
 
-  test('commit, then drop with purge: the replay is the compact record, not a CommitTableResponse', async () => {
+  test('commit, then drop with purge: the replay is the CommitTableResponse, not a compact record', async () => {
     await call(node.url, 'POST', '/v1/namespaces/n/tables', { body: { name: 'purged', schema } });
     const key = newKey();
     const path = '/v1/namespaces/n/tables/purged';
@@ -199,7 +199,7 @@ describe('replays that are no longer the answer that was given', () => {
     expect(again.text).toBe(first.text);
   });
 
-  test("commit whose own metadata file a later commit deletes (delete-after-commit): the replay is another commit's answer", async () => {
+  test("commit whose own metadata file a later commit deletes (delete-after-commit): the replay is its own answer, not another commit's", async () => {
     await call(node.url, 'POST', '/v1/namespaces/n/tables', {
       body: {
         name: 'expiring',
@@ -222,7 +222,7 @@ describe('replays that are no longer the answer that was given', () => {
     expect(again.text).toBe(first.text);
   });
 
-  test('register, then drop (files kept): the replay is the raw file, not the metadata that was answered', async () => {
+  test('register, then drop (files kept): the replay is the metadata that was answered, not the raw file', async () => {
     const file = foreignTableFile('dropped', '9c12d441-03fe-4693-9a96-00000000e004');
     const key = newKey();
     const request = { name: 'dropped', 'metadata-location': file };
@@ -235,7 +235,7 @@ describe('replays that are no longer the answer that was given', () => {
     expect(again.text).toBe(first.text); // failed at 6660867: member order of the file
   });
 
-  test('register-view, then drop: the replay is the raw file (`properties` moved, or missing)', async () => {
+  test('register-view, then drop: the replay is the answer, not the raw file (`properties` moved, or missing)', async () => {
     const created = await call(node.url, 'POST', '/v1/namespaces/n/views', {
       body: {
         ...view,
@@ -264,7 +264,7 @@ describe('replays that are no longer the answer that was given', () => {
 });
 
 describe('a commit replay rebuilt by UUID', () => {
-  test("two tables with one UUID (one file registered twice, or copied): a commit's replay can answer the other table", async () => {
+  test("two tables with one UUID (one file registered twice, or copied): a commit's replay never answers the other table", async () => {
     const uuid = '9c12d441-03fe-4693-9a96-00000000e0ff';
     const props = {
       'write.metadata.delete-after-commit.enabled': 'true',
@@ -299,14 +299,14 @@ describe('a commit replay rebuilt by UUID', () => {
 });
 
 describe('loads send the stored text as it is', () => {
-  test('a corrupt metadata column: GET was a 500, is now a 200 whose body is not JSON', async () => {
+  test('a corrupt metadata column: GET answers a 500, never a 200 whose body is not JSON', async () => {
     await call(node.url, 'POST', '/v1/namespaces/n/tables', { body: { name: 'corrupt', schema } });
     await node.db.run(
       sql`UPDATE catalog_entities SET metadata = ${'{"format-version":2,"truncated'} WHERE name = ${'corrupt'}`,
     );
     const loaded = await call(node.url, 'GET', '/v1/namespaces/n/tables/corrupt');
     expect(loaded.headers.get('content-type')).toBe('application/json; charset=utf-8');
-    expect(() => JSON.parse(loaded.text)).not.toThrow(); // FAILS on HEAD: invalid JSON sent with a 200
+    expect(() => JSON.parse(loaded.text)).not.toThrow(); // failed at 03958b9: invalid JSON sent with a 200
     expect(loaded.status).not.toBe(200);
   });
 });

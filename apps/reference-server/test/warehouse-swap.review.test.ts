@@ -6,7 +6,7 @@ import { pathToFileURL } from 'node:url';
 import { afterAll, expect, test, vi } from 'vitest';
 import { openWarehouse } from '../src/catalog/warehouse.js';
 
-// Review of writeMetadata's lstat shortcut (2026-12-02): `<location>/metadata` found a real directory by lstat
+// A review of writeMetadata's lstat shortcut (2026-12-02, since reverted): `<location>/metadata` found a real directory by lstat
 // is written to without the realpath check, on the ground that `path` (confined a moment before) is real and
 // inside the warehouse. lstat follows every component but the last: a `<location>` swapped for a symlink
 // between the confine and the lstat leads to a real `metadata` directory outside, and the file is written
@@ -53,6 +53,6 @@ test('a location swapped for a symlink out after the check: nothing is written o
     symlinkSync(outside, table);
   };
   const outcome = await warehouse.writeMetadata(pathToFileURL(table).href, 1, '{}').catch((e: unknown) => e);
-  expect(readdirSync(join(outside, 'metadata'))).toEqual([]); // FAILS: a metadata file written outside
+  expect(readdirSync(join(outside, 'metadata'))).toEqual([]); // failed at 03958b9 (an lstat shortcut): a metadata file written outside
   expect(outcome).toMatchObject({ code: 403 });
 });

@@ -1,5 +1,5 @@
 import { createHash, randomUUID } from 'node:crypto';
-import { lstat, mkdir, realpath, rm, writeFile } from 'node:fs/promises';
+import { mkdir, realpath, rm, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { badRequest, retryLater } from './iceberg-error.js';
@@ -121,14 +121,10 @@ export async function openWarehouse(options: WarehouseOptions): Promise<Warehous
     async writeMetadata(location, version, text) {
       const path = await confine(root, location, { field: 'location' });
       const dir = join(path, 'metadata');
-      // `path` is real and inside the warehouse, so a `metadata` directory of its own (not a link) is too: the
-      // common case after a table's first commit, one lstat. Otherwise it is made, and since mkdir follows a
-      // symlink (one swapped into the path since the check too), where it landed is checked before writing.
-      const found = await lstat(dir).catch(() => undefined);
-      if (found?.isDirectory() !== true) {
-        await mkdir(dir, { recursive: true });
-        if (!isWithin(root.path, await realpath(dir))) throw outside('location', root.url);
-      }
+      await mkdir(dir, { recursive: true });
+      // mkdir follows a symlink swapped into the path since the check: see where it landed before writing.
+      // (An lstat of an existing `metadata` instead was tried: it follows a location swapped for a link since.)
+      if (!isWithin(root.path, await realpath(dir))) throw outside('location', root.url);
       const name = `${String(version).padStart(5, '0')}-${randomUUID()}.metadata.json`;
       // `wx`: a new file only; never through a symlink planted under that name.
       await writeFile(join(dir, name), text, { flag: 'wx' });

@@ -77,6 +77,12 @@ export const loadAnswer = (entity: repo.Entity): Answer => ({
   text: metadataAnswerText(entity.metadataLocation, entity.text, true),
 });
 
-/** Send the load result of `entity` (a GET): the metadata's stored text, never parsed. */
-export const sendLoadResult = (reply: FastifyReply, entity: repo.Entity) =>
-  reply.type(JSON_TYPE).send(metadataAnswerText(entity.metadataLocation, entity.text, true));
+/**
+ * Send the load result of `entity` (a GET): the metadata's stored text as it is, never parsed exactly and
+ * written again. It is checked to be JSON first (`JSON.parse`, about a tenth of the cost of both), so that a
+ * damaged row answers a 500 as it did, never a 200 whose body is not JSON.
+ */
+export function sendLoadResult(reply: FastifyReply, entity: repo.Entity) {
+  JSON.parse(entity.text);
+  return reply.type(JSON_TYPE).send(metadataAnswerText(entity.metadataLocation, entity.text, true));
+}
