@@ -45,3 +45,14 @@ export function metadataAnswerText(metadataLocation: string, metadataText: strin
   const location = JSON.stringify(metadataLocation);
   return `{"metadata-location":${location},"metadata":${metadataText}${config ? ',"config":{}' : ''}}`;
 }
+
+/** A CommitTableResponse-shaped answer (a commit, an unregister): its text written from the metadata's text. */
+export const metadataAnswer = (
+  metadataLocation: string,
+  metadata: unknown,
+  metadataText: string,
+): Answer => ({
+  status: 200,
+  body: { 'metadata-location': metadataLocation, metadata },
+  text: metadataAnswerText(metadataLocation, metadataText, false),
+});

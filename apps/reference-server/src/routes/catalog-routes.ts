@@ -10,7 +10,7 @@ import { ancestorsOf } from '../catalog/paths.js';
 import * as repo from '../catalog/repository.js';
 import { SEPARATOR } from '../catalog/repository.js';
 import { newTableMetadata } from '../catalog/table-metadata.js';
-import { metadataAnswerText, send } from '../http/answer.js';
+import { metadataAnswer, send } from '../http/answer.js';
 import { mutate } from '../idempotency/mutate.js';
 import { registration, renameHandler } from './entity-ops.js';
 import {
@@ -203,11 +203,7 @@ const routes: FastifyPluginAsync<CatalogRouteOptions> = async (app, { db, wareho
       const entity = await repo.getEntity(tx, { prefix, namespace: key, name: table });
       if (entity === undefined || entity.kind !== 'table') throw noSuchTable([...parts, table].join('.'));
       await repo.deleteEntity(tx, { prefix, namespace: key, name: table }, 'table');
-      return {
-        status: 200,
-        body: { 'metadata-location': entity.metadataLocation, metadata: entity.metadata },
-        text: metadataAnswerText(entity.metadataLocation, entity.text, false),
-      };
+      return metadataAnswer(entity.metadataLocation, entity.metadata, entity.text);
     });
   });
 

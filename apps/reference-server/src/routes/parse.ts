@@ -70,11 +70,15 @@ export const loadResult = (entity: repo.Entity) => ({
   config: {},
 });
 
-/** The load result of `entity` as a mutation's answer, its text written from the metadata's stored text. */
+/** The JSON text of `entity`'s load result, written from the metadata's stored text. */
+const loadResultText = (entity: repo.Entity) =>
+  metadataAnswerText(entity.metadataLocation, entity.text, true);
+
+/** The load result of `entity` as a mutation's answer. */
 export const loadAnswer = (entity: repo.Entity): Answer => ({
   status: 200,
   body: loadResult(entity),
-  text: metadataAnswerText(entity.metadataLocation, entity.text, true),
+  text: loadResultText(entity),
 });
 
 /**
@@ -84,5 +88,5 @@ export const loadAnswer = (entity: repo.Entity): Answer => ({
  */
 export function sendLoadResult(reply: FastifyReply, entity: repo.Entity) {
   JSON.parse(entity.text);
-  return reply.type(JSON_TYPE).send(metadataAnswerText(entity.metadataLocation, entity.text, true));
+  return reply.type(JSON_TYPE).send(loadResultText(entity));
 }

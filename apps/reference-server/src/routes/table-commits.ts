@@ -10,7 +10,7 @@ import {
 } from '../catalog/table-commit.js';
 import type { Warehouse } from '../catalog/warehouse.js';
 import type { CatalogDatabase } from '../database/catalog-database.js';
-import { type Answer, metadataAnswerText } from '../http/answer.js';
+import { type Answer, metadataAnswer } from '../http/answer.js';
 import { mutate } from '../idempotency/mutate.js';
 import { body, checkUpdateCount, identifier, namespaceOf, type Params } from './parse.js';
 
@@ -61,13 +61,11 @@ export function commitTableHandler(db: CatalogDatabase, warehouse: Warehouse) {
       warehouse,
       prefix,
       commits: [{ id: { namespace: parts, name }, input }],
-      answer: ([change]) => ({
-        status: 200,
-        body: { 'metadata-location': change?.metadataLocation, metadata: change?.next },
-        ...(change === undefined
-          ? {}
-          : { text: metadataAnswerText(change.metadataLocation, change.text, false) }),
-      }),
+      // One commit, one change.
+      answer: (changes) => {
+        const [change] = changes as [WrittenCommit];
+        return metadataAnswer(change.metadataLocation, change.next, change.text);
+      },
     });
   };
 }
