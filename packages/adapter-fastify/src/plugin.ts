@@ -1,7 +1,7 @@
 import type { Execution, IdempotencyOverrides } from '@idem/core';
 import { createIdempotency, errorResponse, type WholeResponse } from '@idem/core';
-import type { KeptBody, NodeIdempotencyOptions, ResponseSettlement } from '@idem/node-http';
-import { describeRequest, keepBody, startExecution } from '@idem/node-http';
+import type { HandedOverSettlement, KeptBody, NodeIdempotencyOptions } from '@idem/node-http';
+import { describeRequest, isResponseGone, keepBody, settleHandedOver } from '@idem/node-http';
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest, RouteOptions } from 'fastify';
 import fp from 'fastify-plugin';
 
@@ -25,7 +25,10 @@ export interface FastifyIdempotencyOptions extends NodeIdempotencyOptions<Fastif
 // On the request itself (decorated): kept in a WeakMap keyed by it, every request outlived the young generation.
 const KEPT = Symbol('@idem/adapter-fastify kept body');
 const SETTLEMENT = Symbol('@idem/adapter-fastify settlement');
-type Kept = FastifyRequest & { [KEPT]?: KeptBody | undefined; [SETTLEMENT]?: ResponseSettlement | undefined };
+type Kept = FastifyRequest & {
+  [KEPT]?: KeptBody | undefined;
+  [SETTLEMENT]?: HandedOverSettlement | undefined;
+};
 /** A route's hooks of one kind (none, one or several, as Fastify takes them), with `hook` after them. */
 const append = <T>(hooks: T | T[] | undefined, hook: T): T[] => [...[hooks ?? []].flat(), hook] as T[];
 
@@ -38,22 +41,28 @@ const idempotencyPlugin: FastifyPluginAsync<FastifyIdempotencyOptions> = async (
     if (config === false) return;
     const idem = config === undefined ? base : base.with(config); // its options, the plugin's timers
     if (![routeOptions.method].flat().some((method) => idem.covers(method))) return;
+    const route = routeOptions.url; // (request.routeOptions builds a new object on every read)
     // Keep the bytes of a keyed request with a body as they arrive: the fingerprint hashes them exactly.
     routeOptions.preParsing = append(routeOptions.preParsing, (request, _reply, payload, done) => {
       const kept = keepBody(idem, request, payload);
       (request as Kept)[KEPT] = kept;
       done(null, kept?.stream ?? payload);
     });
-    // The body as Fastify hands it over (not copied as it is written, when whole); what goes out decides.
+    // The answer as Fastify hands it over, last of the onSend hooks: `done` writes it (a whole body at once).
     routeOptions.onSend = append(routeOptions.onSend, (request, _reply, payload, done) => {
-      (request as Kept)[SETTLEMENT]?.handOver(payload);
-      done(null, payload);
+      const settlement = (request as Kept)[SETTLEMENT];
+      if (settlement === undefined) return done(null, payload);
+      settlement.sending(payload);
+      try {
+        done(null, payload); // throws when Fastify cannot write it: its error answer comes next
+      } finally {
+        settlement.sent();
+      }
     });
     // preHandler: the body is parsed and validated, so invalid input never reaches the store.
     routeOptions.preHandler = append(routeOptions.preHandler, async (request, reply) => {
       if (!idem.covers(request.method)) return;
       const { method, url, headers } = request;
-      const route = request.routeOptions.url ?? url;
       const body = (request as Kept)[KEPT]?.bytes() ?? request.body;
       const parts = { method, url, headers, route, body, scope: options.scope?.(request), host: request };
       const result = await idem.begin(describeRequest(idem, reply.raw, parts));
@@ -64,15 +73,26 @@ const idempotencyPlugin: FastifyPluginAsync<FastifyIdempotencyOptions> = async (
           return sendReplay(reply, result.response);
         case 'execute':
         case 'reserve-in-transaction': {
-          const settlement = await startExecution(result.execution, reply.raw);
-          if (settlement === undefined) return reply.hijack(); // the client left meanwhile: nothing runs
-          (request as Kept)[SETTLEMENT] = settlement;
-          request.idempotency = result.execution;
+          const { execution } = result;
+          if (isResponseGone(reply.raw)) {
+            await execution.abort(); // the client left meanwhile: nothing runs
+            return reply.hijack();
+          }
+          (request as Kept)[SETTLEMENT] = settleHandedOver(execution, reply.raw, reply);
+          // A hijacked reply is written by the app itself: captured as it is written.
+          (reply as { hijack: FastifyReply['hijack'] }).hijack = hijackCaptured;
+          request.idempotency = execution;
         }
       }
     });
   });
 };
+
+/** `reply.hijack()` of a request under a key: what the app then writes itself is captured from here. */
+function hijackCaptured(this: FastifyReply): FastifyReply {
+  (this.request as Kept)[SETTLEMENT]?.captureWrites();
+  return (Object.getPrototypeOf(this) as FastifyReply).hijack.call(this);
+}
 
 /**
  * Fastify 5 plugin that makes covered requests idempotent by their `Idempotency-Key`. Register it before the

@@ -6,8 +6,6 @@ type Chunk = string | Uint8Array | null | undefined;
 const headerText = (value: HeaderValue): string | undefined =>
   value === undefined ? undefined : Array.isArray(value) ? value.join(', ') : String(value);
 
-const NOT_HANDED = Symbol('nothing handed over');
-
 /**
  * The headers of a `writeHead(status, [message], headers)` call, lower-cased, in one pass (an object, or the raw
  * `[name, value, …]` form); `undefined` when it passes none.
@@ -63,21 +61,18 @@ class ResponseCapture {
   ended = false;
   /** `true` when server code destroyed the response while its connection was still open. */
   brokenOff = false;
-  /**
-   * The body the framework handed over before writing it ({@link ResponseCapture.expect}): while the one chunk
-   * written is that very value, it is not copied as it passes. `NOT_HANDED` when nothing was handed over.
-   */
-  #expected: unknown = NOT_HANDED;
-  /** The handed-over body went out, as the one chunk written. */
-  #matched = false;
 
   readonly #owner: { ended(): void };
 
-  /** @param owner told right after `end` */
-  constructor(res: ServerResponse, maxBodyBytes: number, owner: { ended(): void }) {
+  /**
+   * @param owner told right after `end`
+   * @param bodyUnseen bytes of the body may have gone by before this capture began: the body is not kept
+   */
+  constructor(res: ServerResponse, maxBodyBytes: number, owner: { ended(): void }, bodyUnseen: boolean) {
     this.#owner = owner;
     this.#res = res;
     this.#maxBodyBytes = maxBodyBytes;
+    this.#truncated = bodyUnseen;
     const capture = this;
     const { writeHead, write, end, destroy } = res;
     // Each wrapper hands its call on as it came (`arguments`, which the engine passes on without building an
@@ -137,33 +132,7 @@ class ResponseCapture {
     } as typeof res.end;
   }
 
-  /**
-   * The framework hands `body` over whole before writing it (a string, bytes, or nothing): when it goes out as
-   * the one chunk written, it is kept by reference as it passes and copied once at the end. Anything else
-   * written instead (a later hook's payload, a stream) makes the body one that was not seen whole: the record
-   * keeps the status and says the body was omitted. Ignored once a body byte or the head went out.
-   */
-  expect(body: string | Uint8Array | null | undefined): void {
-    if (this.#sawBody || this.#res.headersSent || this.#truncated) return;
-    this.#expected = body;
-  }
-
   #keep(chunk: Chunk, encoding: unknown): void {
-    if (this.#expected !== NOT_HANDED) {
-      if (chunk === null || chunk === undefined || chunk.length === 0) return;
-      if (!this.#matched && chunk === this.#expected) {
-        this.#matched = true;
-        this.#sawBody = true;
-        this.#encoding = this.#headPassed
-          ? this.#headEncoding
-          : headerText(this.#res.getHeader('content-encoding'));
-        if (chunk.length > this.#maxBodyBytes) this.#truncated = true; // (a string's length is a lower bound)
-        return;
-      }
-      this.#truncated = true; // not the body handed over, or more than it
-      this.#sawBody = true;
-      return;
-    }
     const buffer = toBuffer(chunk, encoding);
     if (buffer === undefined || buffer.length === 0) return;
     if (!this.#sawBody) {
@@ -185,21 +154,9 @@ class ResponseCapture {
 
   /** The response as written so far; `incomplete` marks a body that will never be whole. */
   snapshot(incomplete: boolean): CapturedResponse {
-    let truncated = this.#truncated || incomplete;
-    let body: Buffer | null = null;
-    if (!truncated) {
-      // A copy, never the app's own buffer: it may reuse it once the response is out.
-      if (this.#expected === NOT_HANDED) body = Buffer.concat(this.#chunks);
-      // Handed over with no body, and none went out: no body at all, not an empty one.
-      else if (!this.#matched) body = null;
-      else {
-        const expected = this.#expected as string | Uint8Array;
-        // Measured before it is copied: a body over the cap is never stored, so never copied either.
-        truncated = Buffer.byteLength(expected) > this.#maxBodyBytes;
-        if (!truncated)
-          body = typeof expected === 'string' ? Buffer.from(expected, 'utf8') : Buffer.from(expected);
-      }
-    }
+    const truncated = this.#truncated || incomplete;
+    // A copy, never the app's own buffer: it may reuse it once the response is out.
+    const body = truncated ? null : Buffer.concat(this.#chunks);
     return {
       status: this.#sentStatus ?? this.#res.statusCode,
       headers: { ...this.#headHeaders, ...(this.#res.getHeaders() as Record<string, HeaderValue>) },
@@ -208,24 +165,6 @@ class ResponseCapture {
       contentEncoding: this.#encoding,
     };
   }
-}
-
-/**
- * What an adapter may tell the settlement of a response ({@link settleOnResponse}) before it is written.
- */
-export interface ResponseSettlement {
-  /**
-   * The body as the framework hands it over just before writing it (Fastify's `onSend` payload). A whole one (a
-   * string, bytes, or none) is then not copied as it is written: when it goes out as the response's one chunk
-   * it is the stored body (copied once). The status and headers are still those that go out, and the key is
-   * settled when the response ends, as ever: a head that fails, or a later hook that writes something else,
-   * decides. Anything else (a stream, a web `Response`) is captured as it is written. `true` when taken.
-   *
-   * @example
-   * // in Fastify's onSend hook:
-   * settlement?.handOver(payload);
-   */
-  handOver(payload: unknown): boolean;
 }
 
 /**
@@ -243,13 +182,20 @@ export interface ResponseSettlement {
  *   renewed lease, and its answer settles the key when it comes (the coordinator's `maxExecutionMs` bounds a
  *   handler that never answers).
  *
- * A framework that hands the whole body over before writing it (Fastify's `onSend`) passes it to the
- * returned settlement's `handOver`, so that it is not copied as it is written; what goes out still decides.
+ * A framework that hands every answer over whole before writing it (Fastify's `onSend`) settles by that instead
+ * ({@link settleHandedOver}), and comes here only for what it does not hand over.
  *
  * `finish` never throws, so nothing here can reject unhandled.
+ *
+ * @param options.bodyUnseen bytes of the body may have been written before this call: the body is not stored
+ * (the replay says it was omitted), the status and headers are
  */
-export function settleOnResponse(execution: Execution, res: ServerResponse): ResponseSettlement {
-  return new Settlement(execution, res);
+export function settleOnResponse(
+  execution: Execution,
+  res: ServerResponse,
+  options: { readonly bodyUnseen?: boolean } = {},
+): void {
+  new Settlement(execution, res, options.bodyUnseen === true);
 }
 
 /**
@@ -258,7 +204,7 @@ export function settleOnResponse(execution: Execution, res: ServerResponse): Res
  * to allocate in the old generation, where it keeps every request it points to alive past the young
  * collections.
  */
-class Settlement implements ResponseSettlement {
+class Settlement {
   readonly #execution: Execution;
   readonly #res: ServerResponse;
   readonly #capture: ResponseCapture;
@@ -266,23 +212,12 @@ class Settlement implements ResponseSettlement {
   /** The client left before any status: the handler's answer settles the key when it comes. */
   #waiting = false;
 
-  constructor(execution: Execution, res: ServerResponse) {
+  constructor(execution: Execution, res: ServerResponse, bodyUnseen: boolean) {
     this.#execution = execution;
     this.#res = res;
-    this.#capture = new ResponseCapture(res, execution.maxBodyBytes, this);
+    this.#capture = new ResponseCapture(res, execution.maxBodyBytes, this, bodyUnseen);
     res.once('finish', () => this.#settle(false));
     res.once('close', () => this.#closed());
-  }
-
-  handOver(payload: unknown): boolean {
-    if (this.#settled) return false;
-    const whole =
-      payload === null ||
-      payload === undefined ||
-      typeof payload === 'string' ||
-      payload instanceof Uint8Array;
-    if (whole) this.#capture.expect(payload);
-    return whole;
   }
 
   /** Called by the capture right after `end`. */

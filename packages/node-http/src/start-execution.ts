@@ -1,24 +1,22 @@
 import type { ServerResponse } from 'node:http';
 import type { Execution } from '@idem/core';
 import { isResponseGone } from './client-gone.js';
-import { type ResponseSettlement, settleOnResponse } from './settle-on-response.js';
+import { settleOnResponse } from './settle-on-response.js';
 
 /**
  * The `execute` branch on a Node.js response. When the client left while the key was being reserved, the
- * execution is aborted (the key released) and this resolves `undefined`: run nothing for nobody. Otherwise the
+ * execution is aborted (the key released) and this resolves `false`: run nothing for nobody. Otherwise the
  * execution is settled by what happens to `res` ({@link settleOnResponse}, attached before this returns) and
- * this resolves its settlement: run the handler.
+ * this resolves `true`: run the handler.
  *
  * @example
  * if (await startExecution(result.execution, res)) next();
  */
-export async function startExecution(
-  execution: Execution,
-  res: ServerResponse,
-): Promise<ResponseSettlement | undefined> {
+export async function startExecution(execution: Execution, res: ServerResponse): Promise<boolean> {
   if (isResponseGone(res)) {
     await execution.abort();
-    return undefined;
+    return false;
   }
-  return settleOnResponse(execution, res);
+  settleOnResponse(execution, res);
+  return true;
 }

@@ -37,7 +37,7 @@ async function server(store: IdempotencyStore) {
       return result.action === 'replay' ? writeResponse(res, result.response) : res.end(result.action);
     }
     const run = await startExecution(result.execution, res);
-    outcomes.push(run !== undefined);
+    outcomes.push(run);
     if (!run) return;
     runs++;
     res.statusCode = 201;
@@ -100,7 +100,7 @@ describe('startExecution', () => {
     const { port, close: stop } = await listen(async (_req, res) => {
       arrived.resolve();
       await next(res, 'close');
-      ran.resolve((await startExecution(fake.execution, res)) !== undefined);
+      ran.resolve(await startExecution(fake.execution, res));
     });
     close = stop;
     sendAndLeave(port, arrived.promise);

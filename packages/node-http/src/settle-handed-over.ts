@@ -1,0 +1,187 @@
+import type { ServerResponse } from 'node:http';
+import type { Execution, HeaderValue } from '@idem/core';
+import { settleOnResponse } from './settle-on-response.js';
+
+/** Where the headers that went out are read once the response is done (Fastify's reply, or the response). */
+export interface HeaderSource {
+  getHeaders(): Record<string, HeaderValue> | NodeJS.Dict<HeaderValue>;
+}
+
+/**
+ * The settlement of a response whose framework hands each answer over whole just before it writes it
+ * ({@link settleHandedOver}).
+ */
+export interface HandedOverSettlement {
+  /**
+   * The framework is about to write `payload` (Fastify's last `onSend` hook, just before its `done`). A whole
+   * body (a string, bytes, or none) is kept as it is; anything else (a stream, a web `Response`) is captured as
+   * it is written, from now on.
+   */
+  sending(payload: unknown): void;
+  /**
+   * The framework's write of the payload handed over returned, or threw (call it in a `finally`): a whole body
+   * has been written by now, unless its head failed (then the framework's error answer comes next).
+   */
+  sent(): void;
+  /**
+   * Capture whatever is written on the response from now on, as {@link settleOnResponse} does: for a response
+   * the app writes itself (Fastify's `reply.hijack()`).
+   */
+  captureWrites(): void;
+}
+
+/** A body the framework writes as it is, in one piece. */
+type Whole = string | Uint8Array | null | undefined;
+
+const isWhole = (payload: unknown): payload is Whole =>
+  payload === null || payload === undefined || typeof payload === 'string' || payload instanceof Uint8Array;
+
+/**
+ * Settle an execution by the answer its framework hands over whole before writing it, without wrapping a
+ * method of the response for it: Fastify hands every answer it sends to its `onSend` hooks, and writes it (a
+ * string or a buffer) synchronously when the last one calls `done`. The status, the headers (read from
+ * `headers` once the response is done) and the moment of settlement are still those of the response that goes
+ * out, as with {@link settleOnResponse}:
+ *
+ * - the framework has written the whole answer (it ended the response) → `finish` with the status sent, the
+ *   headers, and the body handed over (none for a status or method that has none: 1xx, 204, 304, HEAD), at
+ *   once, even when the client has left by then: the work is done, and what it answered is known whole;
+ * - an answer that is still being written when the framework returns (trailers to come, HTTP/2 in chunks)
+ *   settles when the response closes: as above when it finished, else with the status and no body (the
+ *   replay says it was omitted);
+ * - the client leaves before any answer → nothing yet: the handler's answer settles the key when it is
+ *   handed over (the coordinator's `maxExecutionMs` bounds a handler that never answers).
+ *
+ * No listener is added to the response for an answer written whole: only the head's wrapper below.
+ *
+ * What is written any other way is captured as {@link settleOnResponse} captures it, from the moment it starts:
+ * a stream or web `Response` handed over, a response the app writes itself after `captureWrites()` (a hijacked
+ * reply), and a head written on the response directly, outside the framework's send (caught by a wrapper of
+ * `writeHead`, the one method wrapped on every response: a body written before any head, which Node.js heads
+ * implicitly, is stored as omitted, since its first bytes went by before the head).
+ *
+ * `finish` never throws, so nothing here can reject unhandled.
+ */
+export function settleHandedOver(
+  execution: Execution,
+  res: ServerResponse,
+  headers: HeaderSource,
+): HandedOverSettlement {
+  return new HandedOver(execution, res, headers);
+}
+
+/** A class, like everything made per request here (see settle-on-response.ts). */
+class HandedOver implements HandedOverSettlement {
+  readonly #execution: Execution;
+  readonly #res: ServerResponse;
+  readonly #headers: HeaderSource;
+  readonly #writeHead: ServerResponse['writeHead'];
+  /** The last whole body handed over. */
+  #payload: Whole = undefined;
+  /** The framework is writing what was handed over: a head now is its own. */
+  #sending = false;
+  /** The framework's write of the last whole body returned: it went out (or is going out). */
+  #written = false;
+  /** Everything written is captured from now on, and settled by that capture. */
+  #capturing = false;
+  #settled = false;
+  /** Waiting for the end of an answer still being written. */
+  #listening = false;
+
+  constructor(execution: Execution, res: ServerResponse, headers: HeaderSource) {
+    this.#execution = execution;
+    this.#res = res;
+    this.#headers = headers;
+    const writeHead = res.writeHead;
+    this.#writeHead = writeHead;
+    const settlement = this;
+    res.writeHead = function (this: ServerResponse, _status: number, headers?: unknown) {
+      // A head outside the framework's send: the app writes on the response itself. Capture from here, through
+      // the capture's own wrapper, which reads this head too. (A head with a status alone may be Node's implicit
+      // one, inside a `write` or `end` whose bytes go by before any wrapper sees them.)
+      if (!settlement.#sending && !settlement.#capturing) settlement.#capture(headers === undefined);
+      const target = settlement.#capturing ? this.writeHead : writeHead;
+      // biome-ignore lint/complexity/noArguments: forwarded whole, without an array per call
+      return (target as (...a: unknown[]) => ServerResponse).apply(this, arguments as unknown as unknown[]);
+    } as ServerResponse['writeHead'];
+  }
+
+  sending(payload: unknown): void {
+    if (this.#settled || this.#capturing) return;
+    if (!isWhole(payload)) {
+      this.#capture(false);
+      return;
+    }
+    this.#payload = payload;
+    this.#written = false;
+    this.#sending = true;
+  }
+
+  sent(): void {
+    if (!this.#sending) return;
+    this.#sending = false;
+    const res = this.#res;
+    // Its head failed (a header Node refuses) or it was never written (a payload the framework refused):
+    // whatever the framework answers instead settles the key.
+    if (!res.headersSent) return;
+    this.#written = true;
+    // Ended: the handler's whole answer is written (even for a client that left: the work is done).
+    if (res.writableEnded) this.#settle(false);
+    else if (res.destroyed)
+      this.#settle(true); // closed already: what was not written never will be
+    else if (!this.#listening) {
+      // Still being written (trailers to come, HTTP/2 in chunks): settled when it is all out, or cut short.
+      this.#listening = true;
+      res.once('close', () => this.#closed());
+    }
+  }
+
+  captureWrites(): void {
+    if (this.#settled || this.#capturing) return;
+    this.#capture(false);
+  }
+
+  /**
+   * Hand the response over to a capture of everything written from now on; `missedFirstBytes`: a head that
+   * may be Node's implicit one, inside a `write` or `end` whose bytes have gone by already.
+   */
+  #capture(missedFirstBytes: boolean): void {
+    this.#capturing = true;
+    this.#sending = false;
+    this.#res.writeHead = this.#writeHead;
+    settleOnResponse(this.#execution, this.#res, { bodyUnseen: missedFirstBytes });
+  }
+
+  #closed(): void {
+    if (this.#settled || this.#capturing) return;
+    // Cut short: the status went out, the rest did not.
+    this.#settle(!this.#res.writableFinished);
+  }
+
+  #settle(incomplete: boolean): void {
+    if (this.#settled) return;
+    this.#settled = true;
+    const res = this.#res;
+    const execution = this.#execution;
+    const status = res.statusCode;
+    const headers = this.#headers.getHeaders() as Record<string, HeaderValue>;
+    const payload = this.#written ? this.#payload : undefined;
+    const bodiless = status < 200 || status === 204 || status === 304 || execution.method === 'HEAD';
+    // Measured before it is copied: a body over the cap is never stored, so never copied either.
+    const size = typeof payload === 'string' ? Buffer.byteLength(payload) : (payload?.byteLength ?? 0);
+    const truncated = incomplete || !this.#written || size > execution.maxBodyBytes;
+    let body: string | Uint8Array | null = null;
+    // A copy of bytes, never the app's own buffer: it may reuse it once the response is out.
+    // (An empty body is no body, as the capture of written bytes has it.)
+    if (!truncated && !bodiless && size > 0)
+      body = typeof payload === 'string' ? payload : Buffer.from(payload as Uint8Array);
+    const encoding = headers['content-encoding'];
+    void execution.finish({
+      status,
+      headers,
+      body,
+      bodyTruncated: truncated && !bodiless,
+      contentEncoding: encoding === undefined ? undefined : String(encoding),
+    });
+  }
+}
