@@ -172,8 +172,8 @@ class ResponseCapture {
  * one lifecycle both adapters share. Call it just before the handler runs, after checking `isResponseGone`
  * (`startExecution` does both); it captures what is written (up to `execution.maxBodyBytes`) and then:
  *
- * - the response ends (the handler answered) → `finish` with it: stored or released by its status, even
- *   when the client has gone by then, because the work is done;
+ * - the response ends (the handler called `end`) → `finish` with it, at once: stored or released by its status,
+ *   even when the client has gone by then, because the work is done;
  * - the connection closes after the status was sent but before the end → `finish` with the status and no
  *   body (a body cut short is never stored; the replay says it was omitted);
  * - the server breaks the response off before any status (a failed stream piped with `pipeline`, a
@@ -216,13 +216,16 @@ class Settlement {
     this.#execution = execution;
     this.#res = res;
     this.#capture = new ResponseCapture(res, execution.maxBodyBytes, this, bodyUnseen);
-    res.once('finish', () => this.#settle(false));
-    res.once('close', () => this.#closed());
+    // One listener: a response that ends is settled by its `end` (below); the close says how any other ended.
+    res.on('close', () => this.#closed());
   }
 
-  /** Called by the capture right after `end`. */
+  /**
+   * Called by the capture right after `end`: the answer is complete as the app wrote it, and settled now, even
+   * if the client has left by then (the work is done).
+   */
   ended(): void {
-    if (this.#waiting) this.#settle(false);
+    this.#settle(false);
   }
 
   #settle(incomplete: boolean): void {
