@@ -209,8 +209,6 @@ class Settlement {
   readonly #res: ServerResponse;
   readonly #capture: ResponseCapture;
   #settled = false;
-  /** The client left before any status: the handler's answer settles the key when it comes. */
-  #waiting = false;
 
   constructor(execution: Execution, res: ServerResponse, bodyUnseen: boolean) {
     this.#execution = execution;
@@ -243,8 +241,7 @@ class Settlement {
       if (this.#settled) return;
       this.#settled = true;
       void this.#execution.abort();
-    } else {
-      this.#waiting = true;
     }
+    // Otherwise the client left before any status: the handler's answer (its `end`) settles the key when it comes.
   }
 }
