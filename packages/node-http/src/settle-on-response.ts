@@ -1,4 +1,4 @@
-import type { ServerResponse } from 'node:http';
+import { ServerResponse } from 'node:http';
 import type { CapturedResponse, Execution, HeaderValue } from '@idem/core';
 
 type Chunk = string | Uint8Array | null | undefined;
@@ -32,6 +32,72 @@ function toBuffer(chunk: Chunk, encoding: unknown): Buffer | undefined {
     return Buffer.from(chunk, (typeof encoding === 'string' ? encoding : 'utf8') as BufferEncoding);
   }
   return Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
+}
+
+type Method = (...args: unknown[]) => unknown;
+
+/** Where a response captured through its prototype keeps its capture: in the app's per-request `res.locals`. */
+const CAPTURE = Symbol('@idem/node-http capture');
+type Localized = ServerResponse & { locals: { [CAPTURE]?: ResponseCapture } };
+
+const CAPTURED = ['writeHead', 'write', 'end', 'destroy'] as const;
+/** Prototypes that carry the capture's wrappers (each framework's response object, patched once). */
+const patched = new WeakSet<object>();
+
+/**
+ * `true` when the response is captured by wrappers on its prototype: a response of a framework that gives it a
+ * prototype of its own below Node's (Express's `res`) and a per-request `locals` object, with none of the four
+ * methods wrapped on the response itself (by a layer mounted before, such as compression, whose wrappers must
+ * stay above the capture). Express gives every response its prototype anew, and a new property on such an
+ * object costs the engine far more than on one whose shape it knows: wrappers put on every response were the
+ * largest part of a keyed request's cost on Express. The wrappers go on the framework's topmost response
+ * object (Express's, which every app's and sub-app's `res` prototype inherits from) once, and pass a call
+ * straight on for a response without a capture.
+ */
+function capturesOnPrototype(res: ServerResponse): boolean {
+  const locals = (res as { locals?: unknown }).locals;
+  if (typeof locals !== 'object' || locals === null) return false;
+  for (const name of CAPTURED) if (Object.hasOwn(res, name)) return false;
+  // The framework's object right above Node's own response prototype.
+  let target: object | null = Object.getPrototypeOf(res);
+  while (target !== null && Object.getPrototypeOf(target) !== ServerResponse.prototype) {
+    target = Object.getPrototypeOf(target);
+  }
+  if (target === null) return false;
+  if (!patched.has(target)) patchPrototype(target);
+  return true;
+}
+
+function patchPrototype(target: object): void {
+  patched.add(target);
+  const proto = target as Record<(typeof CAPTURED)[number], Method>;
+  const { writeHead, write, end, destroy } = proto;
+  const captureOf = (res: ServerResponse): ResponseCapture | undefined =>
+    (res as Localized).locals?.[CAPTURE];
+  proto.writeHead = function (this: ServerResponse) {
+    // biome-ignore lint/complexity/noArguments: forwarded whole, without an array per call
+    const passed = arguments as unknown as unknown[];
+    const capture = captureOf(this);
+    return capture === undefined ? writeHead.apply(this, passed) : capture.writeHead(this, writeHead, passed);
+  };
+  proto.write = function (this: ServerResponse) {
+    // biome-ignore lint/complexity/noArguments: forwarded whole, without an array per call
+    const passed = arguments as unknown as unknown[];
+    const capture = captureOf(this);
+    return capture === undefined ? write.apply(this, passed) : capture.write(this, write, passed);
+  };
+  proto.end = function (this: ServerResponse) {
+    // biome-ignore lint/complexity/noArguments: forwarded whole, without an array per call
+    const passed = arguments as unknown as unknown[];
+    const capture = captureOf(this);
+    return capture === undefined ? end.apply(this, passed) : capture.end(this, end, passed);
+  };
+  proto.destroy = function (this: ServerResponse) {
+    // biome-ignore lint/complexity/noArguments: forwarded whole, without an array per call
+    const passed = arguments as unknown as unknown[];
+    const capture = captureOf(this);
+    return capture === undefined ? destroy.apply(this, passed) : capture.destroy(this, destroy, passed);
+  };
 }
 
 /**
@@ -73,63 +139,84 @@ class ResponseCapture {
     this.#res = res;
     this.#maxBodyBytes = maxBodyBytes;
     this.#truncated = bodyUnseen;
+    if (capturesOnPrototype(res)) {
+      // The response's own methods stay as they are: the wrappers on its prototype find this capture.
+      (res as Localized).locals[CAPTURE] = this;
+      return;
+    }
     const capture = this;
-    const { writeHead, write, end, destroy } = res;
+    const { writeHead, write, end, destroy } = res as unknown as Record<(typeof CAPTURED)[number], Method>;
     // Each wrapper hands its call on as it came (`arguments`, which the engine passes on without building an
     // array): most calls only pass through.
     res.writeHead = function (this: ServerResponse) {
       // biome-ignore lint/complexity/noArguments: forwarded whole, without an array per call
-      const passed = arguments as unknown as unknown[];
-      // Only the head that goes out counts: a framework's late error answer (writeHead(500) on a response
-      // already under way) throws and changes nothing.
-      const first = !this.headersSent;
-      // Most heads pass only a status (Node's own implicit head does): nothing else to read then.
-      const headers = first && passed.length > 1 ? headHeadersOf(passed) : undefined;
-      if (first && !capture.#headPassed) {
-        // Read before passing the head on: a compression layer inside this one sets Content-Encoding as the
-        // head goes through it, for bytes that pass here still plain.
-        capture.#headPassed = true;
-        capture.#headEncoding =
-          headerText(headers?.['content-encoding']) ?? headerText(this.getHeader('content-encoding'));
-      }
-      const result = (writeHead as (...a: unknown[]) => ServerResponse).apply(this, passed);
-      if (first) {
-        if (typeof passed[0] === 'number') capture.#sentStatus = passed[0];
-        if (headers !== undefined) Object.assign(capture.#headHeaders, headers);
-      }
-      return result;
+      return capture.writeHead(this, writeHead, arguments as unknown as unknown[]);
     } as typeof res.writeHead;
-    res.destroy = function (this: ServerResponse, error?: Error) {
-      // Node does not destroy a response when its client leaves; server code that does so while the
-      // connection is still open is breaking the answer off.
-      if (!capture.ended && this.socket !== null && this.socket?.destroyed === false)
-        capture.brokenOff = true;
-      return destroy.call(this, error);
-    } as typeof res.destroy;
-    res.write = function (this: ServerResponse, chunk: Chunk, encoding?: unknown) {
-      if (!capture.#inEnd) capture.#keep(chunk, encoding);
+    res.destroy = function (this: ServerResponse) {
       // biome-ignore lint/complexity/noArguments: forwarded whole, without an array per call
-      return (write as (...a: unknown[]) => boolean).apply(this, arguments as unknown as unknown[]);
+      return capture.destroy(this, destroy, arguments as unknown as unknown[]);
+    } as typeof res.destroy;
+    res.write = function (this: ServerResponse) {
+      // biome-ignore lint/complexity/noArguments: forwarded whole, without an array per call
+      return capture.write(this, write, arguments as unknown as unknown[]);
     } as typeof res.write;
-    res.end = function (this: ServerResponse, chunk?: unknown, encoding?: unknown) {
-      if (typeof chunk !== 'function') capture.#keep(chunk as Chunk, encoding);
-      // An `end` that writes its chunk through `this.write` (light-my-request's does) is counted once.
-      capture.#inEnd = true;
-      let result: ServerResponse;
-      try {
-        // biome-ignore lint/complexity/noArguments: forwarded whole, without an array per call
-        result = (end as (...a: unknown[]) => ServerResponse).apply(this, arguments as unknown as unknown[]);
-      } finally {
-        capture.#inEnd = false;
-      }
-      // An `end` after server code broke the response off (a framework's error handler closing it) writes
-      // nothing: the response did not end.
-      if (!capture.ended && !capture.brokenOff) {
-        capture.ended = true;
-        capture.#owner.ended();
-      }
-      return result;
+    res.end = function (this: ServerResponse) {
+      // biome-ignore lint/complexity/noArguments: forwarded whole, without an array per call
+      return capture.end(this, end, arguments as unknown as unknown[]);
     } as typeof res.end;
+  }
+
+  writeHead(res: ServerResponse, writeHead: Method, passed: unknown[]): unknown {
+    // Only the head that goes out counts: a framework's late error answer (writeHead(500) on a response
+    // already under way) throws and changes nothing.
+    const first = !res.headersSent;
+    // Most heads pass only a status (Node's own implicit head does): nothing else to read then.
+    const headers = first && passed.length > 1 ? headHeadersOf(passed) : undefined;
+    if (first && !this.#headPassed) {
+      // Read before passing the head on: a compression layer inside this one sets Content-Encoding as the
+      // head goes through it, for bytes that pass here still plain.
+      this.#headPassed = true;
+      this.#headEncoding =
+        headerText(headers?.['content-encoding']) ?? headerText(res.getHeader('content-encoding'));
+    }
+    const result = writeHead.apply(res, passed);
+    if (first) {
+      if (typeof passed[0] === 'number') this.#sentStatus = passed[0];
+      if (headers !== undefined) Object.assign(this.#headHeaders, headers);
+    }
+    return result;
+  }
+
+  destroy(res: ServerResponse, destroy: Method, passed: unknown[]): unknown {
+    // Node does not destroy a response when its client leaves; server code that does so while the
+    // connection is still open is breaking the answer off.
+    if (!this.ended && res.socket !== null && res.socket?.destroyed === false) this.brokenOff = true;
+    return destroy.apply(res, passed);
+  }
+
+  write(res: ServerResponse, write: Method, passed: unknown[]): unknown {
+    if (!this.#inEnd) this.#keep(passed[0] as Chunk, passed[1]);
+    return write.apply(res, passed);
+  }
+
+  end(res: ServerResponse, end: Method, passed: unknown[]): unknown {
+    const chunk = passed[0];
+    if (typeof chunk !== 'function') this.#keep(chunk as Chunk, passed[1]);
+    // An `end` that writes its chunk through `this.write` (light-my-request's does) is counted once.
+    this.#inEnd = true;
+    let result: unknown;
+    try {
+      result = end.apply(res, passed);
+    } finally {
+      this.#inEnd = false;
+    }
+    // An `end` after server code broke the response off (a framework's error handler closing it) writes
+    // nothing: the response did not end.
+    if (!this.ended && !this.brokenOff) {
+      this.ended = true;
+      this.#owner.ended();
+    }
+    return result;
   }
 
   #keep(chunk: Chunk, encoding: unknown): void {

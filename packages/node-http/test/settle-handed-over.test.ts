@@ -39,7 +39,9 @@ async function run(handle: (res: ServerResponse, settlement: ReturnType<typeof s
     handle(res, settleHandedOver(fake.execution, res, res));
   });
   close = stop;
-  const answer = await send(port, {});
+  const sent = await send(port, {});
+  if ('error' in sent) throw sent.error;
+  const answer = sent;
   await fake.settled;
   return { fake, answer };
 }
