@@ -68,6 +68,10 @@ function grown(array: Int32Array, needed: number): Int32Array {
   return next;
 }
 
+/** 1 for the bytes a string holds as they are: printable ASCII other than `"` and `\`. */
+const PLAIN = new Uint8Array(256);
+for (let c = SPACE; c < 0x80; c++) if (c !== QUOTE && c !== BACKSLASH) PLAIN[c] = 1;
+
 const isSpace = (c: number): boolean => c === SPACE || c === LINE_FEED || c === RETURN || c === TAB;
 
 function isHex(c: number): boolean {
@@ -176,6 +180,7 @@ function closeMembers(src: Uint8Array, t: Int32Array, from: number, to: number, 
  * {@link NEEDS_TEXT}.
  */
 function read(src: Uint8Array, end: number, excluded: ReadonlySet<string> | undefined): number {
+  const plain = PLAIN; // a local: the engine reloads a module's binding on every pass of a loop
   let t = tape;
   let size = 0; // tape length
   let top = 0; // members length
@@ -194,6 +199,7 @@ function read(src: Uint8Array, end: number, excluded: ReadonlySet<string> | unde
       const from = ++i;
       let ascii = true;
       for (;;) {
+        while (i < end && plain[src[i] as number] === 1) i++;
         if (i >= end) return NOT_JSON;
         const c = src[i] as number;
         if (c === QUOTE) break;
@@ -259,6 +265,7 @@ function read(src: Uint8Array, end: number, excluded: ReadonlySet<string> | unde
       const from = i++;
       let kind = RAW;
       for (;;) {
+        while (i < end && plain[src[i] as number] === 1) i++;
         if (i >= end) return NOT_JSON;
         const d = src[i] as number;
         if (d === QUOTE) break;
