@@ -10,7 +10,7 @@
  */
 
 /** Deeper documents are not canonicalized: the caller hashes their raw bytes instead, which is exact too. */
-const MAX_DEPTH = 1_000;
+export const MAX_DEPTH = 1_000;
 
 const NUMBER = /-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?/y;
 // biome-ignore lint/suspicious/noControlCharactersInRegex: JSON strings must not hold exactly these raw.

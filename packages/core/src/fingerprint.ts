@@ -2,6 +2,7 @@ import { isUtf8 } from 'node:buffer';
 import crypto, { createHash } from 'node:crypto';
 import { types } from 'node:util';
 import { exactCanonicalJson } from './exact-json.js';
+import { exactCanonicalJsonBytes, NEEDS_TEXT, NOT_JSON } from './exact-json-bytes.js';
 
 /** Query parameters as a framework hands them over: raw string, `URLSearchParams`, or a parsed object. */
 export type QueryInput = string | URLSearchParams | Readonly<Record<string, unknown>>;
@@ -128,44 +129,94 @@ function mediaTypeParameters(text: string): string[] {
  * @throws TypeError for a body marked {@link UNSEEN_BODY}.
  */
 export function computeFingerprint(input: FingerprintInput, options: FingerprintOptions = {}): string {
-  if (input.body === UNSEEN_BODY) {
+  const body = input.body;
+  if (body === UNSEEN_BODY) {
     throw new TypeError(
       'the request has a body the fingerprint cannot see (nothing parsed it and no raw bytes were kept): ' +
         'read it with a body parser that keeps the raw bytes, or give the coordinator a `fingerprint` function',
     );
   }
-  const head = JSON.stringify([
-    'idem-fp-v2',
-    input.method.toUpperCase(),
-    input.route,
-    input.path ?? null,
-    queryPairs(input.query),
-    mediaTypeOf(input.contentType),
-  ]);
+  const { method, route, path, query, contentType } = input;
+  // Plain strings (what the adapters pass) let a raw JSON body's head be written straight into the bytes the
+  // hash reads, without building its text: nothing in them can run code or throw. Anything else (a parsed
+  // query, whose members may have a `toJSON`) builds the head text now, before the body is looked at.
+  const plain =
+    typeof method === 'string' &&
+    typeof route === 'string' &&
+    (path === undefined || path === null || typeof path === 'string') &&
+    (query === undefined || typeof query === 'string') &&
+    (contentType === undefined || typeof contentType === 'string');
+  const built = plain ? undefined : headText(method, route, path, query, contentType);
   const excluded = options.excludeFields?.length ? new Set(options.excludeFields) : undefined;
-  const body = classifyBody(input.body, input.contentType, excluded);
-  // Text bodies are hashed with the head in one call: most requests are small, and each call into the hash
-  // costs more than joining the strings.
-  if (body.kind === 'none') return sha256Hex(`${head}\nnone`);
-  if (body.kind === 'canonical') return sha256Hex(`${head}\njson\n${body.text}`);
-  if (body.kind === 'json') {
-    const fast = excluded === undefined ? nativeCanonicalJson(body.value) : undefined;
-    if (fast !== undefined) return sha256Hex(`${head}\njson\n${fast}`);
+  if (body === undefined || body === null) {
+    return sha256Hex(`${built ?? headText(method, route, path, query, contentType)}\nnone`);
   }
+  const raw = typeof body === 'string' || body instanceof Uint8Array ? body : bytesOfBinary(body);
+  if (raw === undefined) {
+    refuseUnhashable(body, '');
+    return parsedFingerprint(built ?? headText(method, route, path, query, contentType), body, excluded);
+  }
+  if (raw.length === 0) {
+    // A view of a buffer transferred away reads as empty: its bytes are gone, not absent.
+    if (typeof raw !== 'string') refuseDetached(raw.buffer);
+    return sha256Hex(`${built ?? headText(method, route, path, query, contentType)}\nnone`);
+  }
+  if (contentType !== undefined && isJsonType(contentType)) {
+    const fast = rawJsonFingerprint(raw, excluded, built, method, route, path, query, contentType);
+    if (typeof fast === 'string') return fast;
+    const head = built ?? headText(method, route, path, query, contentType);
+    if (fast === NEEDS_TEXT) {
+      // A member name with an escape: the string reader, which the byte one is checked against.
+      const text = jsonText(raw);
+      const canonical = text === undefined ? undefined : exactCanonicalJson(text, excluded);
+      if (canonical !== undefined) return sha256Hex(`${head}\njson\n${canonical}`);
+    }
+    // Not JSON after all (or not UTF-8, or nested too deeply to canonicalize): the raw bytes are the identity.
+    return rawBytesFingerprint(head, raw);
+  }
+  return rawBytesFingerprint(built ?? headText(method, route, path, query, contentType), raw);
+}
+
+/** The head's text: what the body's canonical form or bytes follow in the hashed text. */
+function headText(
+  method: string,
+  route: string,
+  path: string | null | undefined,
+  query: QueryInput | undefined,
+  contentType: string | undefined,
+): string {
+  return JSON.stringify([
+    'idem-fp-v2',
+    method.toUpperCase(),
+    route,
+    path ?? null,
+    queryPairs(query),
+    mediaTypeOf(contentType),
+  ]);
+}
+
+/** A body hashed as its bytes (or, for a string that is not well-formed UTF-16, its code units). */
+function rawBytesFingerprint(head: string, bytes: Uint8Array | string): string {
   const hash = createHash('sha256');
   hash.update(head);
-  if (body.kind === 'bytes') {
-    // A string that is not well-formed UTF-16 would be encoded to UTF-8 with replacement characters, and two
-    // such strings could read alike: those are hashed as their UTF-16 code units instead.
-    const wellFormed = typeof body.bytes !== 'string' || body.bytes.isWellFormed();
-    hash.update(wellFormed ? '\nbytes\n' : '\nutf16\n');
-    hash.update(wellFormed ? body.bytes : Buffer.from(body.bytes as string, 'utf16le'));
-  } else {
-    // A parsed value the engine's serializer cannot write canonically, or with fields to leave out: written
-    // in chunks, hashed as it goes.
-    hash.update('\njson\n');
-    writeCanonicalJson((body as { value: unknown }).value, excluded, (chunk) => hash.update(chunk));
-  }
+  // A string that is not well-formed UTF-16 would be encoded to UTF-8 with replacement characters, and two
+  // such strings could read alike: those are hashed as their UTF-16 code units instead.
+  const wellFormed = typeof bytes !== 'string' || bytes.isWellFormed();
+  hash.update(wellFormed ? '\nbytes\n' : '\nutf16\n');
+  hash.update(wellFormed ? bytes : Buffer.from(bytes as string, 'utf16le'));
+  return hash.digest('hex');
+}
+
+/** A parsed body (already checked hashable), hashed as its canonical JSON. */
+function parsedFingerprint(head: string, value: unknown, excluded: ReadonlySet<string> | undefined): string {
+  const fast = excluded === undefined ? nativeCanonicalJson(value) : undefined;
+  if (fast !== undefined) return sha256Hex(`${head}\njson\n${fast}`);
+  // A parsed value the engine's serializer cannot write canonically, or with fields to leave out: written in
+  // chunks, hashed as it goes.
+  const hash = createHash('sha256');
+  hash.update(head);
+  hash.update('\njson\n');
+  writeCanonicalJson(value, excluded, (chunk) => hash.update(chunk));
   return hash.digest('hex');
 }
 
@@ -175,37 +226,157 @@ const sha256Hex: (text: string) => string =
     ? (text) => crypto.hash('sha256', text, 'hex')
     : (text) => createHash('sha256').update(text).digest('hex');
 
-type ClassifiedBody =
-  | { kind: 'none' }
-  | { kind: 'bytes'; bytes: Uint8Array | string }
-  | { kind: 'canonical'; text: string }
-  | { kind: 'json'; value: unknown };
+/** SHA-256 of `bytes[0, length)`, in hex. */
+const sha256HexOfBytes: (bytes: Uint8Array, length: number) => string =
+  typeof crypto.hash === 'function'
+    ? (bytes, length) => crypto.hash('sha256', new Uint8Array(bytes.buffer, bytes.byteOffset, length), 'hex')
+    : (bytes, length) =>
+        createHash('sha256')
+          .update(new Uint8Array(bytes.buffer, bytes.byteOffset, length))
+          .digest('hex');
 
-function classifyBody(
-  body: unknown,
-  contentType: string | undefined,
+// The last content type seen (most services see one or two), whether it is JSON, and its media type as the
+// head writes it.
+let lastContentType: string | undefined;
+let lastIsJson = false;
+let lastMediaJson: Uint8Array = new Uint8Array(0);
+
+function isJsonType(contentType: string): boolean {
+  if (typeof contentType !== 'string') return JSON_CONTENT_TYPE.test(contentType);
+  if (contentType !== lastContentType) {
+    lastIsJson = JSON_CONTENT_TYPE.test(contentType);
+    lastMediaJson = Buffer.from(JSON.stringify(mediaTypeOf(contentType)));
+    lastContentType = contentType;
+  }
+  return lastIsJson;
+}
+
+/**
+ * Scratch buffers for one fingerprint at a time: the canonical bytes with their head, and a string body's
+ * UTF-8. Filled and hashed with no code of anyone else's running in between (the fingerprint is synchronous),
+ * so one of each serves every call; one grown past {@link KEEP_BYTES} is dropped after its call.
+ */
+let outScratch = Buffer.allocUnsafeSlow(4_096);
+let textScratch = Buffer.allocUnsafeSlow(4_096);
+const KEEP_BYTES = 1 << 20;
+
+function outBuffer(size: number): Buffer {
+  if (size <= outScratch.length) return outScratch;
+  const buffer = Buffer.allocUnsafeSlow(Math.max(size, 2 * outScratch.length));
+  if (buffer.length <= KEEP_BYTES) outScratch = buffer;
+  return buffer;
+}
+
+function textBuffer(size: number): Buffer {
+  if (size <= textScratch.length) return textScratch;
+  const buffer = Buffer.allocUnsafeSlow(Math.max(size, 2 * textScratch.length));
+  if (buffer.length <= KEEP_BYTES) textScratch = buffer;
+  return buffer;
+}
+
+const HEAD_START = Buffer.from('["idem-fp-v2",');
+const JSON_TAG = Buffer.from('\njson\n');
+const NULL_TEXT = Buffer.from('null');
+
+/**
+ * A string made only of printable ASCII other than `"` and `\` as `JSON.stringify` writes it (upper-cased
+ * when `upper`, as `toUpperCase` does to ASCII), into `out` at `at`; -1 for any other string.
+ */
+function writePlainString(out: Uint8Array, at: number, text: string, upper: boolean): number {
+  let o = at;
+  out[o++] = 0x22;
+  for (let k = 0; k < text.length; k++) {
+    let c = text.charCodeAt(k);
+    if (c < 0x20 || c === 0x22 || c === 0x5c || c > 0x7f) return -1;
+    if (upper && c >= 0x61 && c <= 0x7a) c -= 0x20;
+    out[o++] = c;
+  }
+  out[o++] = 0x22;
+  return o;
+}
+
+/**
+ * The head's text as bytes, written straight from plain ASCII parts (no query, or a raw one); -1 when a part
+ * needs escaping or case mapping beyond ASCII (then its text is built).
+ */
+function writeHead(
+  out: Buffer,
+  method: string,
+  route: string,
+  path: string | null | undefined,
+  query: string | undefined,
+): number {
+  out.set(HEAD_START, 0);
+  let at = writePlainString(out, HEAD_START.length, method, true);
+  if (at < 0) return -1;
+  out[at++] = 0x2c;
+  at = writePlainString(out, at, route, false);
+  if (at < 0) return -1;
+  out[at++] = 0x2c;
+  if (path === undefined || path === null) {
+    out.set(NULL_TEXT, at);
+    at += NULL_TEXT.length;
+  } else {
+    at = writePlainString(out, at, path, false);
+    if (at < 0) return -1;
+  }
+  out[at++] = 0x2c;
+  if (query === undefined) {
+    out[at++] = 0x5b;
+    out[at++] = 0x5d;
+  } else {
+    at += out.write(JSON.stringify(queryPairs(query)), at, 'utf8');
+  }
+  out[at++] = 0x2c;
+  out.set(lastMediaJson, at);
+  at += lastMediaJson.length;
+  out[at++] = 0x5d;
+  return at;
+}
+
+/**
+ * The fingerprint of a raw JSON body from its bytes: the head, `\njson\n` and the body's canonical form
+ * written into one buffer and hashed in one call, the very bytes the text path hashes. {@link NOT_JSON} or
+ * {@link NEEDS_TEXT} when it does not apply.
+ */
+function rawJsonFingerprint(
+  raw: string | Uint8Array,
   excluded: ReadonlySet<string> | undefined,
-): ClassifiedBody {
-  if (body === undefined || body === null) {
-    return { kind: 'none' };
+  built: string | undefined,
+  method: string,
+  route: string,
+  path: string | null | undefined,
+  query: QueryInput | undefined,
+  contentType: string,
+): string | number {
+  let src: Uint8Array;
+  let end: number;
+  if (typeof raw === 'string') {
+    // Not well-formed, it has no exact UTF-8: hashed as its code units.
+    if (!raw.isWellFormed()) return NOT_JSON;
+    src = textBuffer(3 * raw.length);
+    end = (src as Buffer).write(raw, 0, 'utf8');
+  } else {
+    src = raw;
+    end = raw.length;
   }
-  const raw = typeof body === 'string' || body instanceof Uint8Array ? body : bytesOfBinary(body);
-  if (raw !== undefined) {
-    if (raw.length === 0) {
-      // A view of a buffer transferred away reads as empty: its bytes are gone, not absent.
-      if (typeof raw !== 'string') refuseDetached(raw.buffer);
-      return { kind: 'none' };
-    }
-    if (contentType !== undefined && JSON_CONTENT_TYPE.test(contentType)) {
-      const text = jsonText(raw);
-      const canonical = text === undefined ? undefined : exactCanonicalJson(text, excluded);
-      if (canonical !== undefined) return { kind: 'canonical', text: canonical };
-      // Not JSON after all (or not UTF-8, or nested too deeply to canonicalize): the raw bytes are the identity.
-    }
-    return { kind: 'bytes', bytes: raw };
+  let out: Buffer | undefined;
+  let at = -1;
+  if (built === undefined && contentType === lastContentType) {
+    // Plain: the query is a string or absent.
+    const queryText = query as string | undefined;
+    const parts = method.length + route.length + (path?.length ?? 0) + (queryText?.length ?? 0);
+    out = outBuffer(3 * parts + lastMediaJson.length + 32 + JSON_TAG.length + end);
+    at = writeHead(out, method, route, path, queryText);
   }
-  refuseUnhashable(body, '');
-  return { kind: 'json', value: body };
+  if (out === undefined || at < 0) {
+    const head = built ?? headText(method, route, path, query, contentType);
+    out = outBuffer(3 * head.length + JSON_TAG.length + end);
+    at = out.write(head, 0, 'utf8');
+  }
+  out.set(JSON_TAG, at);
+  const length = exactCanonicalJsonBytes(src, end, out, at + JSON_TAG.length, excluded);
+  return length < 0 ? length : sha256HexOfBytes(out, length);
 }
 
 /**
