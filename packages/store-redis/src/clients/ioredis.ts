@@ -96,8 +96,7 @@ export function ioredisConnection(client: Redis | Cluster): RedisConnection {
   // `scaleReads` other than 'master' sends read-only commands (GET) to replicas, which may lag; GETEX without
   // options reads the same value but is a write command to ioredis, so it goes to the slot's master.
   const replicaReads = client.isCluster && (options.scaleReads ?? 'master') !== 'master';
-  const wire = ([name, ...args]: Command): Command =>
-    replicaReads && name === 'GET' ? ['GETEX', ...args] : [name, ...args];
+  const nameOf = (command: Command): string => (replicaReads && command[0] === 'GET' ? 'GETEX' : command[0]);
   const reply = (value: unknown): Reply => (toNumbers ? numbers(value) : (value as Reply));
   // An auto-pipelined batch on a Cluster follows MOVED/ASK only when its other commands were all read-only
   // (ioredis's Pipeline#fillResult), and is refused whole when the slot map changed after it was queued; either
@@ -131,7 +130,8 @@ export function ioredisConnection(client: Redis | Cluster): RedisConnection {
       };
     },
     async send(_key, command, ack) {
-      const [name, ...args] = wire(command);
+      const name = nameOf(command);
+      const args = command.slice(1);
       if (ack === undefined) {
         try {
           return { reply: reply(await methodOf(client, name).apply(client, args)) };
