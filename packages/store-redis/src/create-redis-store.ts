@@ -123,22 +123,20 @@ function build(
    * again; if it is lost once more in between (another flush, a new master), send it whole with EVAL, which
    * needs no cache.
    */
-  async function script(key: string, args: readonly (string | Buffer)[], ack?: ReplicaAck) {
+  function script(key: string, args: readonly (string | Buffer)[], ack?: ReplicaAck) {
     const command: [string, ...(string | Buffer)[]] = ['EVALSHA', SCRIPT_SHA, '1', key, ...args];
-    try {
-      return await connection.send(key, command, ack);
-    } catch (error) {
+    return connection.send(key, command, ack).catch(async (error: unknown) => {
       if (!isNoScript(error)) throw error;
-    }
-    await connection.loadScript(SCRIPT);
-    try {
-      return await connection.send(key, command, ack);
-    } catch (error) {
-      if (!isNoScript(error)) throw error;
-      command[0] = 'EVAL';
-      command[1] = SCRIPT;
-      return await connection.send(key, command, ack);
-    }
+      await connection.loadScript(SCRIPT);
+      try {
+        return await connection.send(key, command, ack);
+      } catch (again) {
+        if (!isNoScript(again)) throw again;
+        command[0] = 'EVAL';
+        command[1] = SCRIPT;
+        return await connection.send(key, command, ack);
+      }
+    });
   }
 
   /** A write that needed `replicas` acknowledgements and got fewer is a fault: the write may not survive. */

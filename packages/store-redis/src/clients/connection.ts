@@ -100,10 +100,11 @@ export function refusingQueued(connection: RedisConnection): RedisConnection {
   return {
     name: connection.name,
     keyPrefix: connection.keyPrefix,
-    async send(key, command, ack) {
-      const answer = await connection.send(key, command, ack);
-      refused(command, answer.reply);
-      return answer;
+    send(key, command, ack) {
+      return connection.send(key, command, ack).then((answer) => {
+        refused(command, answer.reply);
+        return answer;
+      });
     },
     loadScript: (source) => connection.loadScript(source),
     async keyNodes() {
