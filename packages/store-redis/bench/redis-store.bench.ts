@@ -9,7 +9,7 @@
 // that whatever else runs on this shared machine hits both alike: measuring them in turns seconds apart moved the
 // ratio by ±30 %. (Mixing both in the same loops would be steadier still, but each side would then wait in the
 // other's queue, which hides the difference.) A block's rate counts the time until its last call returned.
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import type { IdempotencyStore } from '@idem/core';
 import { Cluster, Redis } from 'ioredis';
 import { createClient, createCluster } from 'redis';
@@ -33,7 +33,23 @@ interface Raw {
   setNxPx(key: string, value: string, ms: number): Promise<unknown>;
   setXx(key: string, value: Buffer): Promise<unknown>;
   get(key: string): Promise<unknown>;
+  /** EVALSHA of FENCE (EVAL where the node does not hold it yet): the answer, written only by the owner. */
+  fence(key: string, owner: string, value: Buffer): Promise<unknown>;
 }
+
+/**
+ * The least a fenced answer takes on Redis 7.0, which has no compare-and-set command: a script that reads the
+ * value, checks that it starts with the owner, and writes the answer. The second baseline: a raw pair with the
+ * server-side cost of fencing added, to tell that cost from the store's own.
+ */
+const FENCE = `local v = redis.call('GET', KEYS[1])
+if v and string.sub(v, 1, #ARGV[1]) == ARGV[1] then
+  redis.call('SET', KEYS[1], ARGV[2], 'KEEPTTL')
+  return 1
+end
+return 0`;
+const FENCE_SHA = createHash('sha1').update(FENCE).digest('hex');
+const isNoScript = (error: unknown) => error instanceof Error && error.message.startsWith('NOSCRIPT');
 
 interface Target {
   name: string;
@@ -42,17 +58,22 @@ interface Target {
   close(): Promise<void>;
 }
 
-/** Alternate `a` and `b` in blocks of BLOCK_MS on `callers` loops until each ran `seconds`; the rate of each. */
+/**
+ * Alternate `a` and `b` in blocks of BLOCK_MS on `callers` loops until each ran `seconds`: the rate of each, and
+ * this process's CPU time (user + system, µs) per operation of each.
+ */
 async function alternating(
   callers: number,
   seconds: number,
   a: () => Promise<void>,
   b: () => Promise<void>,
-): Promise<[number, number]> {
+): Promise<[number, number, number, number]> {
   const elapsedMs = [0, 0];
   const done = [0, 0];
+  const cpuUs = [0, 0];
   const block = async (side: 0 | 1) => {
     const start = performance.now();
+    const cpuBefore = process.cpuUsage();
     const deadline = start + BLOCK_MS;
     const run = side === 0 ? a : b;
     await Promise.all(
@@ -64,6 +85,8 @@ async function alternating(
       }),
     );
     elapsedMs[side] = (elapsedMs[side] as number) + performance.now() - start;
+    const cpu = process.cpuUsage(cpuBefore);
+    cpuUs[side] = (cpuUs[side] as number) + cpu.user + cpu.system;
   };
   for (let i = 0; i < (seconds * 1_000) / BLOCK_MS; i++) {
     // Which side goes first alternates too, so that neither always follows the other.
@@ -71,44 +94,105 @@ async function alternating(
     await block(i % 2 === 0 ? 1 : 0);
   }
   const rate = (side: 0 | 1) => ((done[side] as number) * 1_000) / (elapsedMs[side] as number);
-  return [rate(0), rate(1)];
+  const cpu = (side: 0 | 1) => (cpuUs[side] as number) / (done[side] as number);
+  return [rate(0), rate(1), cpu(0), cpu(1)];
+}
+
+/** INFO commandstats of one server: calls and microseconds by command. */
+async function commandStats(admin: Redis): Promise<Map<string, { calls: number; usec: number }>> {
+  const text = await admin.info('commandstats');
+  const found = new Map<string, { calls: number; usec: number }>();
+  for (const match of text.matchAll(/^cmdstat_([^:]+):calls=(\d+),usec=(\d+)/gm)) {
+    found.set(match[1] as string, { calls: Number(match[2]), usec: Number(match[3]) });
+  }
+  return found;
+}
+
+/** What a step cost the server, per call: each command's calls and usec_per_call, and the top-level total. */
+interface StepCost {
+  /** µs per call of the commands the client sent (an EVALSHA's own time includes its script's commands). */
+  usec: number;
+  /** `set×1 1.2µs`, `evalsha×1 5.1µs (inside: get×1 0.6µs set×1 1.3µs)`. */
+  detail: string;
 }
 
 /**
- * Redis's own time (INFO commandstats, microseconds) per call of `run`, over 5,000 calls from 8 callers, and the
- * commands those calls sent (`evalsha×1 get×1` per call), from a connection of its own.
+ * Redis's own time (INFO commandstats) per call of `step`, over CALLS calls from 8 callers, from a connection of
+ * its own. Commands a script runs are counted by Redis both on their own line and inside the script's
+ * EVALSHA time, so `topLevel` names the commands the client sent; the others are shown as the script's inside.
+ * Commands run less than once per two steps are left out: they are other clients' on a shared server.
  */
-async function serverTimePerCall(run: () => Promise<void>): Promise<{ usec: number; calls: string }> {
+async function serverTime(
+  step: (i: number) => Promise<void>,
+  calls: number,
+  topLevel: readonly string[],
+): Promise<StepCost> {
   const admin = new Redis(REDIS_URL);
-  const CALLS = 5_000;
-  const stats = async () => {
-    const text = await admin.info('commandstats');
-    const found = new Map<string, { calls: number; usec: number }>();
-    for (const match of text.matchAll(/^cmdstat_([^:]+):calls=(\d+),usec=(\d+)/gm)) {
-      found.set(match[1] as string, { calls: Number(match[2]), usec: Number(match[3]) });
-    }
-    return found;
-  };
-  const before = await stats();
+  const before = await commandStats(admin);
   let started = 0;
   await Promise.all(
     Array.from({ length: 8 }, async () => {
-      while (started++ < CALLS) await run();
+      while (started < calls) await step(started++);
     }),
   );
-  const after = await stats();
+  const after = await commandStats(admin);
   await admin.quit();
   let usec = 0;
-  const calls: string[] = [];
+  const outer: string[] = [];
+  const inner: string[] = [];
   for (const [name, { calls: n, usec: u }] of after) {
-    if (name === 'info') continue;
     const was = before.get(name) ?? { calls: 0, usec: 0 };
-    if (n - was.calls === 0) continue;
-    usec += u - was.usec;
-    calls.push(`${name}×${((n - was.calls) / CALLS).toFixed(2)}`);
+    // Fewer than one call in two is not the step's (other clients of a shared server: SCAN, HELLO …).
+    if (name === 'info' || (n - was.calls) / calls < 0.5) continue;
+    const text = `${name}×${((n - was.calls) / calls).toFixed(2)} ${((u - was.usec) / (n - was.calls)).toFixed(1)}µs`;
+    if (topLevel.includes(name)) {
+      usec += u - was.usec;
+      outer.push(text);
+    } else inner.push(text);
   }
-  return { usec: usec / CALLS, calls: calls.join(' ') };
+  return {
+    usec: usec / calls,
+    detail: `${outer.join(' ')}${inner.length > 0 ? ` (inside: ${inner.join(' ')})` : ''}`,
+  };
 }
+
+/**
+ * The server time of a pair, its two steps measured apart (CALLS first steps, then their CALLS second steps), so
+ * that a SET of the first is never mistaken for a SET inside the script of the second.
+ */
+async function pairServerTime(
+  first: (i: number) => Promise<void>,
+  second: (i: number) => Promise<void>,
+  topLevel: readonly [readonly string[], readonly string[]],
+): Promise<{ usec: number; detail: string }> {
+  const CALLS = 5_000;
+  const a = await serverTime(first, CALLS, topLevel[0]);
+  const b = await serverTime(second, CALLS, topLevel[1]);
+  return { usec: a.usec + b.usec, detail: `${a.detail}; ${b.detail}` };
+}
+
+/** A reservation and its answer through the store, in two steps (for the server time, measured apart). */
+const storeSteps = (store: IdempotencyStore) => {
+  const refs: { scope: string; key: string; owner: string }[] = [];
+  return {
+    async reserve(i: number) {
+      const ref = { scope: 'bench', key: v7(), owner: randomUUID() };
+      refs[i] = ref;
+      const reserved = await store.reserve({
+        ...ref,
+        fingerprint: FINGERPRINT,
+        nowMs,
+        leaseUntilMs: nowMs + 30_000,
+        expiresAtMs: nowMs + 600_000,
+      });
+      if (reserved.outcome !== 'reserved') throw new Error('not reserved');
+    },
+    async finalize(i: number) {
+      const ref = refs[i] as { scope: string; key: string; owner: string };
+      if (!(await store.finalize({ ...ref, response: RESPONSE, nowMs }))) throw new Error('finalize lost');
+    },
+  };
+};
 
 const storePair = (store: IdempotencyStore) => async () => {
   const ref = { scope: 'bench', key: v7() };
@@ -126,12 +210,34 @@ const storePair = (store: IdempotencyStore) => async () => {
 };
 
 // The least a reservation and an answer take: a SET NX with an expiry (in-flight marker with the owner and the
-// fingerprint), then a SET XX of the answer (the body plus a few fields), under a key of the same shape.
-const rawPair = (raw: Raw) => async () => {
-  const key = `idem-bench-raw:{bench:${v7()}}`;
-  await raw.setNxPx(key, `${FINGERPRINT}${randomUUID()}`, 600_000);
-  await raw.setXx(key, BODY);
+// fingerprint), then a SET XX of the answer (the body plus a few fields), under a key of the same shape. With
+// `fenced`, the answer is written by FENCE instead: only while the value still starts with the owner.
+const rawSteps = (raw: Raw, fenced: boolean) => {
+  const keys: { key: string; owner: string }[] = [];
+  return {
+    async reserve(i: number) {
+      const key = `idem-bench-raw:{bench:${v7()}}`;
+      const owner = randomUUID();
+      keys[i] = { key, owner };
+      await raw.setNxPx(key, `${owner}${FINGERPRINT}`, 600_000);
+    },
+    async finalize(i: number) {
+      const { key, owner } = keys[i] as { key: string; owner: string };
+      if (!fenced) await raw.setXx(key, BODY);
+      else if ((await raw.fence(key, owner, BODY)) !== 1) throw new Error('fence lost');
+    },
+  };
 };
+
+const rawPair =
+  (raw: Raw, fenced = false) =>
+  async () => {
+    const key = `idem-bench-raw:{bench:${v7()}}`;
+    const owner = randomUUID();
+    await raw.setNxPx(key, `${owner}${FINGERPRINT}`, 600_000);
+    if (!fenced) await raw.setXx(key, BODY);
+    else if ((await raw.fence(key, owner, BODY)) !== 1) throw new Error('fence lost');
+  };
 
 /** A target on ioredis: a client or a cluster, the same commands either way. */
 const ioredisTarget = (name: string, client: Redis | Cluster): Target => ({
@@ -141,6 +247,14 @@ const ioredisTarget = (name: string, client: Redis | Cluster): Target => ({
     setNxPx: (k, v, ms) => client.set(k, v, 'PX', ms, 'NX'),
     setXx: (k, v) => client.set(k, v, 'KEEPTTL', 'XX'),
     get: (k) => client.getBuffer(k),
+    async fence(k, owner, v) {
+      try {
+        return await client.evalsha(FENCE_SHA, 1, k, owner, v);
+      } catch (error) {
+        if (!isNoScript(error)) throw error;
+        return await client.eval(FENCE, 1, k, owner, v);
+      }
+    },
   },
   close: async () => void (await client.quit()),
 });
@@ -158,6 +272,15 @@ async function nodeRedisTarget(
       setNxPx: (k, v, ms) => client.set(k, v, { PX: ms, NX: true }),
       setXx: (k, v) => client.set(k, v, { KEEPTTL: true, XX: true }),
       get: (k) => client.get(k),
+      async fence(k, owner, v) {
+        const options = { keys: [k], arguments: [owner, v] };
+        try {
+          return await client.evalSha(FENCE_SHA, options);
+        } catch (error) {
+          if (!isNoScript(error)) throw error;
+          return await client.eval(FENCE, options);
+        }
+      },
     },
     close: async () => client.destroy(),
   };
@@ -186,6 +309,7 @@ const chosen = (
 ).split(',');
 const rows: [string, string][] = [];
 const serverRows: [string, string][] = [];
+const cpuRows: [string, string][] = [];
 for (const target of await targets(chosen)) {
   const prefix = `idem-bench:${randomUUID().slice(0, 8)}:`;
   const store = createRedisStore(target.client, { prefix });
@@ -218,8 +342,20 @@ for (const target of await targets(chosen)) {
     if ((await target.raw.get(rawKey)) === null) throw new Error('no value');
   };
   await alternating(8, 0.5, storePair(store), rawPair(target.raw)); // warm-up: connections, script cache
+  await alternating(8, 0.2, storePair(store), rawPair(target.raw, true));
   for (const callers of [1, 8, 32]) {
-    const [pairs, raw] = await alternating(callers, SECONDS, storePair(store), rawPair(target.raw));
+    const [pairs, raw, storeCpu, rawCpu] = await alternating(
+      callers,
+      SECONDS,
+      storePair(store),
+      rawPair(target.raw),
+    );
+    const [pairs2, fenced, storeCpu2, fencedCpu] = await alternating(
+      callers,
+      SECONDS,
+      storePair(store),
+      rawPair(target.raw, true),
+    );
     const [replays, gets] = await alternating(callers, SECONDS, replay, rawGet);
     const label = `${target.name}, ${callers} caller${callers > 1 ? 's' : ''}`;
     rows.push([
@@ -227,27 +363,39 @@ for (const target of await targets(chosen)) {
       `${perSecond(pairs)} reserve+finalize vs ${perSecond(raw)} SET NX PX + SET XX = ${ratio(pairs / raw)}`,
     ]);
     rows.push([
+      `${label}: pairs, fenced raw`,
+      `${perSecond(pairs2)} reserve+finalize vs ${perSecond(fenced)} SET NX PX + FENCE = ${ratio(pairs2 / fenced)}`,
+    ]);
+    rows.push([
       `${label}: replays`,
       `${perSecond(replays)} vs ${perSecond(gets)} GET = ${ratio(replays / gets)}`,
+    ]);
+    cpuRows.push([
+      label,
+      `store ${storeCpu.toFixed(0)} / ${storeCpu2.toFixed(0)} µs vs raw ${rawCpu.toFixed(0)} µs, fenced raw ${fencedCpu.toFixed(0)} µs`,
     ]);
   }
   // On one server (not a cluster, whose time is spread over its masters): what Redis itself spends per pair.
   if (!target.name.includes('luster')) {
-    const [store1, raw1] = [
-      await serverTimePerCall(storePair(store)),
-      await serverTimePerCall(rawPair(target.raw)),
-    ];
-    serverRows.push([
-      target.name,
-      `store ${store1.usec.toFixed(1)} µs (${store1.calls}) vs raw ${raw1.usec.toFixed(1)} µs (${raw1.calls}): ` +
-        `${(store1.usec - raw1.usec).toFixed(1)} µs more on the server`,
-    ]);
+    const sides = [
+      ['store', storeSteps(store), [['set'], ['evalsha']]],
+      ['raw', rawSteps(target.raw, false), [['set'], ['set']]],
+      ['fenced raw', rawSteps(target.raw, true), [['set'], ['evalsha', 'eval']]],
+    ] as const;
+    for (const [side, steps, topLevel] of sides) {
+      const { usec, detail } = await pairServerTime(steps.reserve, steps.finalize, topLevel);
+      serverRows.push([`${target.name}, ${side}`, `${usec.toFixed(1)} µs: ${detail}`]);
+    }
   }
   await target.close();
 }
 printTable('@idem/store-redis against the raw minimum on the same client (expired keys left to Redis)', rows);
+printTable(
+  "This process's CPU time (user + system) per pair, the same blocks: store (against raw / against fenced raw) and each baseline",
+  cpuRows,
+);
 if (serverRows.length > 0)
   printTable(
-    "Redis's own time per pair (INFO commandstats over 5,000 pairs from 8 callers): the store's script and calls against SET NX PX + SET XX",
+    "Redis's own time per pair (INFO commandstats, 5,000 reservations then their 5,000 answers, 8 callers): the commands sent, usec_per_call; an EVALSHA's time includes its script's commands, shown inside",
     serverRows,
   );

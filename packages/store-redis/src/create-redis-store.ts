@@ -15,7 +15,7 @@ import { connectionOf } from './clients/index.js';
 import { inspection } from './inspection.js';
 import { checkPrefix, DEFAULT_PREFIX, recordKey } from './key-layout.js';
 import { checkRef, checkReserve, checkResponse, checkTime } from './limits.js';
-import { decodeRecord, digits16, encodeCompletion, encodeInFlight } from './record.js';
+import { decodeRecord, digits16, encodeCompletion, encodeInFlight, ownerHead } from './record.js';
 import { ReserveCode, SCRIPT, SCRIPT_SHA } from './script.js';
 
 /** Options of {@link createRedisStore}. */
@@ -123,19 +123,20 @@ function build(
    * again; if it is lost once more in between (another flush, a new master), send it whole with EVAL, which
    * needs no cache.
    */
-  async function script(key: string, args: readonly (string | Buffer)[], ack?: ReplicaAck) {
-    try {
-      return await connection.send(key, ['EVALSHA', SCRIPT_SHA, '1', key, ...args], ack);
-    } catch (error) {
+  function script(key: string, args: readonly (string | Buffer)[], ack?: ReplicaAck) {
+    const command: [string, ...(string | Buffer)[]] = ['EVALSHA', SCRIPT_SHA, '1', key, ...args];
+    return connection.send(key, command, ack).catch(async (error: unknown) => {
       if (!isNoScript(error)) throw error;
-    }
-    await connection.loadScript(SCRIPT);
-    try {
-      return await connection.send(key, ['EVALSHA', SCRIPT_SHA, '1', key, ...args], ack);
-    } catch (error) {
-      if (!isNoScript(error)) throw error;
-      return await connection.send(key, ['EVAL', SCRIPT, '1', key, ...args], ack);
-    }
+      await connection.loadScript(SCRIPT);
+      try {
+        return await connection.send(key, command, ack);
+      } catch (again) {
+        if (!isNoScript(again)) throw again;
+        command[0] = 'EVAL';
+        command[1] = SCRIPT;
+        return await connection.send(key, command, ack);
+      }
+    });
   }
 
   /** A write that needed `replicas` acknowledgements and got fewer is a fault: the write may not survive. */
@@ -147,13 +148,10 @@ function build(
     );
   }
 
-  async function fenced(
-    operation: 'finalize' | 'release' | 'renew',
-    key: string,
-    args: readonly (string | Buffer)[],
-    ack?: ReplicaAck,
-  ): Promise<boolean> {
-    const { reply, acknowledged } = await script(key, [operation, ...args], ack);
+  /** A fenced operation: `args` start with the operation and the caller's owner head. */
+  async function fenced(key: string, args: readonly (string | Buffer)[], ack?: ReplicaAck): Promise<boolean> {
+    const { reply, acknowledged } = await script(key, args, ack);
+    const operation = args[0] as string;
     if (reply !== 1) return false;
     checkAck(operation, acknowledged);
     return true;
@@ -167,7 +165,7 @@ function build(
         'reserve',
         value,
         params.fingerprint,
-        params.owner,
+        ownerHead(params.owner),
         String(params.nowMs),
         digits16(params.leaseUntilMs),
         String(params.expiresAtMs),
@@ -233,7 +231,7 @@ function build(
       } catch (error) {
         // Free the key now rather than after the lease: the caller answers 503 and its retry should not find
         // its own unacknowledged reservation in the way. Best effort; the lease bounds it otherwise.
-        await script(key, ['release', params.owner]).catch(() => {});
+        await script(key, ['release', ownerHead(params.owner)]).catch(() => {});
         throw error;
       }
     }
@@ -253,19 +251,26 @@ function build(
       return reply === null ? undefined : decodeRecord(ref, asValue(reply));
     },
     async finalize(params) {
-      const headers = checkResponse(params, maxBodyBytes);
+      const { headers, headerBytes } = checkResponse(params, maxBodyBytes);
       const key = recordKey(prefix, params.scope, params.key);
-      return fenced('finalize', key, [params.owner, ...encodeCompletion(params.response, headers)], replicas);
+      const [completion, body] = encodeCompletion(params.response, headers, headerBytes);
+      const head = ownerHead(params.owner);
+      return fenced(
+        key,
+        body === undefined ? ['finalize', head, completion] : ['finalize', head, completion, body],
+        replicas,
+      );
     },
     async release(params) {
       checkRef(params);
-      return fenced('release', recordKey(prefix, params.scope, params.key), [params.owner], replicas);
+      const key = recordKey(prefix, params.scope, params.key);
+      return fenced(key, ['release', ownerHead(params.owner)], replicas);
     },
     async renewLease(params) {
       checkRef(params);
       checkTime('leaseUntilMs', params.leaseUntilMs);
       const key = recordKey(prefix, params.scope, params.key);
-      return fenced('renew', key, [params.owner, digits16(params.leaseUntilMs)]);
+      return fenced(key, ['renew', ownerHead(params.owner), digits16(params.leaseUntilMs)]);
     },
     async purgeExpired({ beforeMs, limit }) {
       if (!Number.isSafeInteger(limit) || limit < 1) {

@@ -54,8 +54,11 @@ export function checkTime(field: string, ms: number): void {
   }
 }
 
-/** Check what a finalize stores; return the headers as the JSON the record keeps. */
-export function checkResponse(params: FinalizeParams, maxBodyBytes: number): string {
+/** Check what a finalize stores; return the headers as the JSON the record keeps, and its length in bytes. */
+export function checkResponse(
+  params: FinalizeParams,
+  maxBodyBytes: number,
+): { headers: string; headerBytes: number } {
   checkRef(params);
   const response: StoredResponse = params.response;
   if (!Number.isInteger(response.status) || response.status < 100 || response.status > 999) {
@@ -73,5 +76,5 @@ export function checkResponse(params: FinalizeParams, maxBodyBytes: number): str
       `response body has ${response.body.byteLength} bytes; this store holds at most ${maxBodyBytes}`,
     );
   }
-  return headers;
+  return { headers, headerBytes };
 }

@@ -77,8 +77,11 @@ export function keyPrefixBytes(library: string, keyPrefix: unknown): Buffer {
 export const isNoScript = (error: unknown): boolean =>
   error instanceof Error && error.message.startsWith('NOSCRIPT');
 
+// Length first: a record's value (a replay's body) is never turned into a string to be compared.
 const isQueued = (reply: Reply): boolean =>
-  (Buffer.isBuffer(reply) || typeof reply === 'string') && String(reply) === 'QUEUED';
+  Buffer.isBuffer(reply)
+    ? reply.length === 6 && reply.toString('latin1') === 'QUEUED'
+    : (reply as unknown) === 'QUEUED';
 
 /**
  * A connection that refuses a `QUEUED` answer: the client is inside a MULTI its owner opened on it (ioredis
@@ -97,10 +100,11 @@ export function refusingQueued(connection: RedisConnection): RedisConnection {
   return {
     name: connection.name,
     keyPrefix: connection.keyPrefix,
-    async send(key, command, ack) {
-      const answer = await connection.send(key, command, ack);
-      refused(command, answer.reply);
-      return answer;
+    send(key, command, ack) {
+      return connection.send(key, command, ack).then((answer) => {
+        refused(command, answer.reply);
+        return answer;
+      });
     },
     loadScript: (source) => connection.loadScript(source),
     async keyNodes() {

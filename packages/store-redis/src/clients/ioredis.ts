@@ -5,6 +5,7 @@ import {
   type KeyNode,
   keyPrefixBytes,
   type RedisConnection,
+  type ReplicaAck,
   type Reply,
   slotsDigest,
 } from './connection.js';
@@ -96,8 +97,7 @@ export function ioredisConnection(client: Redis | Cluster): RedisConnection {
   // `scaleReads` other than 'master' sends read-only commands (GET) to replicas, which may lag; GETEX without
   // options reads the same value but is a write command to ioredis, so it goes to the slot's master.
   const replicaReads = client.isCluster && (options.scaleReads ?? 'master') !== 'master';
-  const wire = ([name, ...args]: Command): Command =>
-    replicaReads && name === 'GET' ? ['GETEX', ...args] : [name, ...args];
+  const nameOf = (command: Command): string => (replicaReads && command[0] === 'GET' ? 'GETEX' : command[0]);
   const reply = (value: unknown): Reply => (toNumbers ? numbers(value) : (value as Reply));
   // An auto-pipelined batch on a Cluster follows MOVED/ASK only when its other commands were all read-only
   // (ioredis's Pipeline#fillResult), and is refused whole when the slot map changed after it was queued; either
@@ -130,39 +130,56 @@ export function ioredisConnection(client: Redis | Cluster): RedisConnection {
         topology: slotsDigest((slot) => cluster.slots[slot]?.[0]),
       };
     },
-    async send(_key, command, ack) {
-      const [name, ...args] = wire(command);
-      if (ack === undefined) {
+    send(key, command, ack) {
+      // The common case without an async frame of its own: one promise from ioredis, one for the answer.
+      if (ack === undefined && !redirectsLeak) {
+        let pending: Promise<unknown>;
         try {
-          return { reply: reply(await methodOf(client, name).apply(client, args)) };
+          pending = methodOf(client, nameOf(command)).apply(client, command.slice(1)) as Promise<unknown>;
         } catch (error) {
-          if (!(redirectsLeak && notRun(error))) throw error;
-          // Nothing ran: send it again on its own, where ioredis follows MOVED and ASK itself.
-          return { reply: reply(await direct(client, name).apply(client, args)) };
+          return Promise.reject(error);
         }
+        return pending.then(toNumbers ? (value) => ({ reply: numbers(value) }) : answer);
       }
-      for (let attempt = 1; ; attempt++) {
-        const pipeline = client.pipeline();
-        methodOf(pipeline, name).apply(pipeline, args);
-        const results = await pipeline.call('WAIT', ack.count, ack.timeoutMs).exec();
-        const [[commandError, value] = [], [waitError, acknowledged] = []] = results ?? [];
-        if (commandError) {
-          // ioredis follows a redirected pipeline only when every command in it was redirected; the WAIT
-          // answered, so a write sent to a master that lost its slot (a failover, a moved slot) comes back as
-          // MOVED, and ioredis keeps its stale slot map: every later write would be redirected too. The write
-          // did not run: learn the new owner and send both again.
-          if (!client.isCluster || attempt === 3 || !commandError.message.startsWith('MOVED '))
-            throw commandError;
-          await slotsRefreshed(client as Cluster);
-          continue;
-        }
-        if (waitError) throw waitError;
-        return { reply: reply(value), acknowledged: Number(acknowledged) };
-      }
+      return sendSlowly(key, command, ack);
     },
     async loadScript(source) {
       const nodes = client.isCluster ? (client as Cluster).nodes('master') : [client as Redis];
       await Promise.all(nodes.map((node) => node.script('LOAD', source)));
     },
   };
+
+  async function sendSlowly(_key: string, command: Command, ack: ReplicaAck | undefined) {
+    const name = nameOf(command);
+    const args = command.slice(1);
+    if (ack === undefined) {
+      try {
+        return { reply: reply(await methodOf(client, name).apply(client, args)) };
+      } catch (error) {
+        if (!(redirectsLeak && notRun(error))) throw error;
+        // Nothing ran: send it again on its own, where ioredis follows MOVED and ASK itself.
+        return { reply: reply(await direct(client, name).apply(client, args)) };
+      }
+    }
+    for (let attempt = 1; ; attempt++) {
+      const pipeline = client.pipeline();
+      methodOf(pipeline, name).apply(pipeline, args);
+      const results = await pipeline.call('WAIT', ack.count, ack.timeoutMs).exec();
+      const [[commandError, value] = [], [waitError, acknowledged] = []] = results ?? [];
+      if (commandError) {
+        // ioredis follows a redirected pipeline only when every command in it was redirected; the WAIT
+        // answered, so a write sent to a master that lost its slot (a failover, a moved slot) comes back as
+        // MOVED, and ioredis keeps its stale slot map: every later write would be redirected too. The write
+        // did not run: learn the new owner and send both again.
+        if (!client.isCluster || attempt === 3 || !commandError.message.startsWith('MOVED '))
+          throw commandError;
+        await slotsRefreshed(client as Cluster);
+        continue;
+      }
+      if (waitError) throw waitError;
+      return { reply: reply(value), acknowledged: Number(acknowledged) };
+    }
+  }
 }
+
+const answer = (value: unknown): { reply: Reply } => ({ reply: value as Reply });
