@@ -566,7 +566,7 @@ function coordinator<Host>(options: IdempotencyOptions<Host>, timers: Timers): I
       fingerprint: isBlob(request.body)
         ? await blobFingerprint(request, request.body)
         : fingerprintOf(request),
-      owner: randomUUID(),
+      owner: nextOwner(),
       startedMs: listening ? performance.now() : 0,
       request: request as Attempt<Host>['request'],
     };
@@ -634,6 +634,15 @@ function once<K, V>(map: Map<K, V>, key: K, make: () => V): V {
 }
 
 const IN_FLIGHT: Decision = { answer: 'in-progress', found: 'record' };
+
+/**
+ * Owner tokens: a random prefix per process (module instance), so that no two processes mint the same token,
+ * and a counter, so that no two attempts of one process do. About a fifth of the cost of a random UUID per
+ * attempt; outside this process a token is no easier to guess than the prefix.
+ */
+const OWNER_PREFIX = randomUUID();
+let owners = 0;
+const nextOwner = (): string => `${OWNER_PREFIX}.${(owners++).toString(36)}`;
 
 /** A client's header value, quoted and cut short, for a message. */
 const clip = (value: string): string => JSON.stringify(value.length > 80 ? `${value.slice(0, 80)}…` : value);

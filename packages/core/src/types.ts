@@ -47,7 +47,7 @@ export interface ReserveParams {
   readonly scope: string;
   readonly key: string;
   readonly fingerprint: string;
-  /** A fresh, unguessable token for this attempt. */
+  /** A token for this attempt, never used by another (the coordinator's: a random per-process prefix and a counter). */
   readonly owner: string;
   /** The caller's current time, epoch ms. Stores compare against it and never read a clock of their own. */
   readonly nowMs: number;
