@@ -198,7 +198,7 @@ describe.each(platforms)('concurrency on platform-%s', (platform) => {
         const bodies = await Promise.all(answers.map((r) => r.text()));
         expect(new Set(bodies).size).toBe(1);
       }
-      await (store as { close?: () => Promise<void> }).close?.();
+      await store.close?.();
     },
   );
 });

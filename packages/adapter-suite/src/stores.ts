@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import type { IdempotencyStore } from '@idem/core';
+import type { IdempotencyStore, MaybePromise } from '@idem/core';
 import { createMemoryStore } from '@idem/store-memory';
 import { createRedisStore } from '@idem/store-redis';
 import { createSqlStore, ensureSchema } from '@idem/store-sql';
@@ -74,8 +74,8 @@ export const stores: Record<string, () => Promise<IdempotencyStore>> = {
 export function instrument(store: IdempotencyStore, mode: 'pass' | 'throw' | 'hang' = 'pass') {
   let calls = 0;
   const wrap =
-    <A, R>(fn: (a: A) => Promise<R>) =>
-    (a: A): Promise<R> => {
+    <A, R>(fn: (a: A) => MaybePromise<R>) =>
+    (a: A): MaybePromise<R> => {
       calls++;
       if (mode === 'throw') return Promise.reject(new Error('store down'));
       if (mode === 'hang') return new Promise<R>(() => {});

@@ -35,8 +35,14 @@ import {
   type ReplayResponse,
   toReplayResponse,
 } from './response.js';
-import { Deadlines, storeCalls } from './store-call.js';
-import { type Clock, type IdempotencyStore, type StoredResponse, systemClock } from './types.js';
+import { Deadlines, isThenable, storeCalls, type Timed } from './store-call.js';
+import {
+  type Clock,
+  type IdempotencyStore,
+  type ReserveResult,
+  type StoredResponse,
+  systemClock,
+} from './types.js';
 
 /** What to do when a request's key is held by a request still in flight. */
 export type InFlightStrategy =
@@ -452,20 +458,24 @@ function coordinator<Host>(options: IdempotencyOptions<Host>, timers: Timers): I
     },
   };
 
-  /** Reserve the key in the store, under the deadline, and decide from what that found. */
-  async function reserve(attempt: Attempt<Host>): Promise<{ decision: Decision; durationMs: number }> {
+  /**
+   * Reserve the key in the store, under the deadline: what that found, or how it failed. Synchronously when the
+   * store answered synchronously (no deadline, no promise).
+   */
+  function reserve(attempt: Attempt<Host>): Timed<ReserveResult> | Promise<Timed<ReserveResult>> {
     const params = reserveParams(attempt, clock.nowMs(), leaseMs, keepMs);
-    const found = await calls.timed(
+    return calls.timed(
       'reserve',
       () => store.reserve(params),
       (late) => {
         // It answered after its deadline: a reservation nobody will use is freed at once.
         if (late.outcome === 'reserved') {
-          store.release({ scope: params.scope, key: params.key, owner: params.owner }).catch(() => {});
+          Promise.resolve()
+            .then(() => store.release({ scope: params.scope, key: params.key, owner: params.owner }))
+            .catch(() => {});
         }
       },
     );
-    return { decision: decide(found, attempt.fingerprint), durationMs: found.durationMs };
   }
 
   /** What `begin` answers for a decision: it is reported, then acted on (at once, but for a replay's rebuild). */
@@ -515,7 +525,7 @@ function coordinator<Host>(options: IdempotencyOptions<Host>, timers: Timers): I
       delayMs = Math.min(delayMs * 2, maxPollMs);
       // Polling with reserve (not load) closes every gap at once: a finished request is replayed, a released
       // one is reserved afresh, a lapsed lease is taken over, all atomically.
-      const { decision } = await reserve(attempt);
+      const decision = decide(await reserve(attempt), attempt.fingerprint);
       if (decision.answer !== 'in-progress') {
         return answer(decision, attempt, performance.now() - attempt.startedMs, false);
       }
@@ -556,7 +566,7 @@ function coordinator<Host>(options: IdempotencyOptions<Host>, timers: Timers): I
       fingerprint: isBlob(request.body)
         ? await blobFingerprint(request, request.body)
         : fingerprintOf(request),
-      owner: randomUUID(),
+      owner: nextOwner(),
       startedMs: listening ? performance.now() : 0,
       request: request as Attempt<Host>['request'],
     };
@@ -571,7 +581,10 @@ function coordinator<Host>(options: IdempotencyOptions<Host>, timers: Timers): I
       const execution = new KeyedExecution(runtime, attempt, 'transactional', false);
       return { action: 'reserve-in-transaction', execution: execution as TransactionalExecution<Host> };
     }
-    const { decision, durationMs } = await reserve(attempt);
+    const reserving = reserve(attempt);
+    const found = isThenable(reserving) ? await reserving : reserving;
+    const decision = decide(found, attempt.fingerprint);
+    const { durationMs } = found;
     if (decision.answer === 'in-progress' && waits) return waitForOther(attempt, request.signal);
     // A row lock held past the database's lock wait: the request did wait, on the database.
     const waited = decision.answer === 'in-progress' && decision.found === 'lock-wait';
@@ -621,6 +634,15 @@ function once<K, V>(map: Map<K, V>, key: K, make: () => V): V {
 }
 
 const IN_FLIGHT: Decision = { answer: 'in-progress', found: 'record' };
+
+/**
+ * Owner tokens: a random prefix per process (module instance), so that no two processes mint the same token,
+ * and a counter, so that no two attempts of one process do. About a fifth of the cost of a random UUID per
+ * attempt; outside this process a token is no easier to guess than the prefix.
+ */
+const OWNER_PREFIX = randomUUID();
+let owners = 0;
+const nextOwner = (): string => `${OWNER_PREFIX}.${(owners++).toString(36)}`;
 
 /** A client's header value, quoted and cut short, for a message. */
 const clip = (value: string): string => JSON.stringify(value.length > 80 ? `${value.slice(0, 80)}…` : value);

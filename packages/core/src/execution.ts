@@ -23,8 +23,8 @@ import {
   smallerResponses,
   toStoredResponse,
 } from './response.js';
-import type { CallRef, StoreCall } from './store-call.js';
-import type { Clock, IdempotencyStore, StoredResponse, TransactionalStore } from './types.js';
+import { type CallRef, isThenable, type StoreCall } from './store-call.js';
+import type { Clock, IdempotencyStore, MaybePromise, StoredResponse, TransactionalStore } from './types.js';
 
 /**
  * The request a record belongs to, as the host's hooks (`redact`, `rebuildReplay`) receive it: its record
@@ -521,7 +521,8 @@ export class KeyedExecution<Host = unknown> implements Renewable {
     this.#take(afresh ? 'store-after-rollback' : 'finalize');
     this.#stopRenewing();
     try {
-      return await this.#finalize(stored, undefined, afresh);
+      const finalizing = this.#finalize(stored, undefined, afresh);
+      return isThenable(finalizing) ? await finalizing : finalizing;
     } catch (error) {
       // A fault was already reported as a store-error event.
       if (!isStoreLimitError(error)) return 'store-error';
@@ -542,28 +543,56 @@ export class KeyedExecution<Host = unknown> implements Renewable {
 
   /**
    * Store the response (owner-fenced); `afresh`: reserve the key again first if the record is not ours (the
-   * host's transaction rolled its reservation back). Throws what the store threw, a limit included.
+   * host's transaction rolled its reservation back). Throws (or rejects with) what the store threw, a limit
+   * included. Synchronous when the store answered synchronously.
    */
-  async #finalize(
+  #finalize(
     stored: StoredResponse,
     omitted: OmittedParts | undefined,
     afresh: boolean,
-  ): Promise<FinishOutcome> {
+  ): FinishOutcome | Promise<FinishOutcome> {
     const runtime = this.#runtime;
-    const { store, clock, emit } = runtime;
+    const { store, clock } = runtime;
     const { scope, key, owner } = this;
     const finalizing = () => store.finalize({ scope, key, owner, response: stored, nowMs: clock.nowMs() });
-    let { value: finalized, durationMs } = await runtime.callStore('finalize', this, finalizing);
-    if (!finalized && afresh) {
-      ({ value: finalized, durationMs } = await runtime.callStore('finalize', this, async () => {
-        const again = await store.reserve(
-          reserveParams(this, clock.nowMs(), runtime.leaseMs, runtime.keepMs),
-        );
-        return again.outcome === 'reserved' && (await finalizing());
-      }));
-      // Someone else holds the key by now (a duplicate that waited on the row): its answer stands.
-      if (!finalized) return 'already-settled';
+    const done = runtime.callStore('finalize', this, finalizing);
+    if (isThenable(done)) {
+      return Promise.resolve(done).then(({ value, durationMs }) =>
+        value || !afresh
+          ? this.#finalized(value, durationMs, stored, omitted)
+          : this.#finalizeAfresh(stored, omitted, finalizing),
+      );
     }
+    return done.value || !afresh
+      ? this.#finalized(done.value, done.durationMs, stored, omitted)
+      : this.#finalizeAfresh(stored, omitted, finalizing);
+  }
+
+  /** The record was not ours (the host's transaction rolled its reservation back): reserve it again, then store. */
+  async #finalizeAfresh(
+    stored: StoredResponse,
+    omitted: OmittedParts | undefined,
+    finalizing: () => MaybePromise<boolean>,
+  ): Promise<FinishOutcome> {
+    const runtime = this.#runtime;
+    const { store, clock } = runtime;
+    const { value: finalized, durationMs } = await runtime.callStore('finalize', this, async () => {
+      const again = await store.reserve(reserveParams(this, clock.nowMs(), runtime.leaseMs, runtime.keepMs));
+      return again.outcome === 'reserved' && (await finalizing());
+    });
+    // Someone else holds the key by now (a duplicate that waited on the row): its answer stands.
+    if (!finalized) return 'already-settled';
+    return this.#finalized(finalized, durationMs, stored, omitted);
+  }
+
+  /** What a finalize answered: stored, or the lease was lost. */
+  #finalized(
+    finalized: boolean,
+    durationMs: number,
+    stored: StoredResponse,
+    omitted: OmittedParts | undefined,
+  ): FinishOutcome {
+    const { emit } = this.#runtime;
     const { status } = stored;
     if (!finalized) {
       if (this.#listening) {
@@ -713,29 +742,28 @@ export class KeyedExecution<Host = unknown> implements Renewable {
     this.#renewing = true;
     this.renewedAtMs = performance.now();
     const { store, clock, leaseMs, emit } = this.#runtime;
-    this.#runtime
-      .callStore('renewLease', this, () =>
+    Promise.resolve(
+      this.#runtime.callStore('renewLease', this, () =>
         store.renewLease({
           scope: this.scope,
           key: this.key,
           owner: this.owner,
           leaseUntilMs: clock.nowMs() + leaseMs,
         }),
-      )
-      .then(
-        ({ value: renewed, durationMs }) => {
-          this.#renewing = false;
-          if (renewed || this.#state !== 'reserved') return;
-          this.#take('lose-lease');
-          this.#stopRenewing();
-          if (this.#listening)
-            emit({ type: 'lease-lost', ...this.#eventBase(durationMs), phase: 'heartbeat' });
-          this.#controller ??= new AbortController();
-          this.#controller.abort(new Error('the idempotency reservation was lost'));
-        },
-        () => {
-          this.#renewing = false; // reported as a store-error event; the next beat tries again
-        },
-      );
+      ),
+    ).then(
+      ({ value: renewed, durationMs }) => {
+        this.#renewing = false;
+        if (renewed || this.#state !== 'reserved') return;
+        this.#take('lose-lease');
+        this.#stopRenewing();
+        if (this.#listening) emit({ type: 'lease-lost', ...this.#eventBase(durationMs), phase: 'heartbeat' });
+        this.#controller ??= new AbortController();
+        this.#controller.abort(new Error('the idempotency reservation was lost'));
+      },
+      () => {
+        this.#renewing = false; // reported as a store-error event; the next beat tries again
+      },
+    );
   }
 }

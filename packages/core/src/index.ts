@@ -120,6 +120,7 @@ export {
   type ListedResponse,
   type ListParams,
   MAX_LIST_LIMIT,
+  type MaybePromise,
   type OwnedRecordRef,
   type PurgeParams,
   type RecordPage,

@@ -1,6 +1,7 @@
 import { classifyStoreFailure, storeLimitError } from './decision.js';
 import { type IdemStoreLimitError, IdemStoreUnavailableError } from './errors.js';
 import { hasListeners, type IdempotencyEventListener, type StoreOperation } from './events.js';
+import type { MaybePromise } from './types.js';
 
 /** Identifies the record a store call is about, and the request it is for, for events. */
 export interface CallRef {
@@ -17,14 +18,27 @@ export interface CallRef {
  * {@link IdemStoreUnavailableError} after a `store-error` event; a value the store refused becomes an
  * {@link IdemStoreLimitError} after a `store-limit` event. `onLateResult` receives a result that arrives
  * after the call timed out, so that the caller can undo its effect. `durationMs` is measured only when the
- * coordinator has event listeners (it is 0 otherwise): it is there for events.
+ * coordinator has event listeners (it is 0 otherwise): it is there for events. A store that answered
+ * synchronously is answered with the value itself; a failure is always a rejected promise, never a throw.
  */
 export type StoreCall = <T>(
   operation: StoreOperation,
   ref: CallRef,
-  run: () => Promise<T>,
+  run: () => MaybePromise<T>,
   onLateResult?: (value: T) => void,
-) => Promise<{ value: T; durationMs: number }>;
+) => MaybePromise<{ readonly value: T; readonly durationMs: number }>;
+
+/**
+ * `true` for a thenable (a promise, or a store's lazy query): what a store method answered later, not now. Its
+ * `then` is read once here; it is called only when the thenable is adopted.
+ */
+export function isThenable<T>(value: MaybePromise<T>): value is PromiseLike<T> {
+  return (
+    value !== null &&
+    (typeof value === 'object' || typeof value === 'function') &&
+    typeof (value as { then?: unknown }).then === 'function'
+  );
+}
 
 /** How a timed call ended: its value, or the error it failed with (a timeout included). */
 export type Timed<T> =
@@ -33,12 +47,15 @@ export type Timed<T> =
 
 /** The store calls of one coordinator: one deadline queue, one way to report a failure. */
 export interface StoreCalls {
-  /** A call under the deadline; a failure comes back as a value, unreported (the caller decides on it). */
+  /**
+   * A call under the deadline; a failure comes back as a value, unreported (the caller decides on it). A store
+   * that answered synchronously is answered synchronously (no deadline, no promise).
+   */
   timed<T>(
     operation: StoreOperation,
-    run: () => Promise<T>,
+    run: () => MaybePromise<T>,
     onLateResult?: (value: T) => void,
-  ): Promise<Timed<T>>;
+  ): Timed<T> | Promise<Timed<T>>;
   /** A call under the deadline whose failure is reported and thrown (see {@link StoreCall}). */
   readonly call: StoreCall;
   /**
@@ -161,19 +178,40 @@ export function storeCalls(options: StoreCallOptions): StoreCalls {
   // Durations are for events: without a listener, the clock is not read.
   const timedEvents = hasListeners(emit);
 
-  async function timed<T>(
+  function timed<T>(
     operation: StoreOperation,
-    run: () => Promise<T>,
+    run: () => MaybePromise<T>,
+    onLateResult?: (value: T) => void,
+  ): Timed<T> | Promise<Timed<T>> {
+    const startedMs = timedEvents ? performance.now() : 0;
+    let result: MaybePromise<T>;
+    try {
+      result = run();
+    } catch (error) {
+      // A store that throws synchronously is still a store fault.
+      return { ok: false, error, durationMs: performance.now() - startedMs };
+    }
+    // A store that answers synchronously (memory, a cache hit) needs no deadline and no promise.
+    if (!isThenable(result)) {
+      return { ok: true, value: result, durationMs: timedEvents ? performance.now() - startedMs : 0 };
+    }
+    return settle(operation, result, startedMs, onLateResult);
+  }
+
+  /** The thenable a store answered with, adopted once and held to the deadline. */
+  async function settle<T>(
+    operation: StoreOperation,
+    result: PromiseLike<T>,
+    startedMs: number,
     onLateResult: (value: T) => void = () => {},
   ): Promise<Timed<T>> {
-    const startedMs = timedEvents ? performance.now() : 0;
     let call: Promise<T>;
     try {
       // Adopted once: a store may hand back a lazy thenable (a query builder that runs on each `then`), and this
       // function looks at the call twice.
-      call = Promise.resolve(run());
+      call = Promise.resolve(result);
     } catch (error) {
-      call = Promise.reject(error); // a store that throws synchronously is still a store fault
+      call = Promise.reject(error); // a thenable whose `then` getter throws is a store fault too
     }
     try {
       // An in-process store (memory, a cache hit) has answered by the next microtask: then no deadline is
@@ -236,11 +274,19 @@ export function storeCalls(options: StoreCallOptions): StoreCalls {
     });
   }
 
-  const call: StoreCall = async (operation, ref, run, onLateResult) => {
-    const done = await timed(operation, run, onLateResult);
-    if (done.ok) return done;
+  /** A failed call, reported, as the error it is thrown as. */
+  const failed = (operation: StoreOperation, ref: CallRef, done: Timed<unknown> & { ok: false }) => {
     reportFailure(operation, done.error, ref, done.durationMs);
-    throw errorOf(operation, done.error);
+    return errorOf(operation, done.error);
+  };
+
+  const call: StoreCall = (operation, ref, run, onLateResult) => {
+    const done = timed(operation, run, onLateResult);
+    if (!isThenable(done)) return done.ok ? done : Promise.reject(failed(operation, ref, done));
+    return done.then((settled) => {
+      if (settled.ok) return settled;
+      throw failed(operation, ref, settled);
+    });
   };
 
   return { timed, call, reportFailure, errorOf };

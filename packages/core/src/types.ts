@@ -47,7 +47,7 @@ export interface ReserveParams {
   readonly scope: string;
   readonly key: string;
   readonly fingerprint: string;
-  /** A fresh, unguessable token for this attempt. */
+  /** A token for this attempt, never used by another (the coordinator's: a random per-process prefix and a counter). */
   readonly owner: string;
   /** The caller's current time, epoch ms. Stores compare against it and never read a clock of their own. */
   readonly nowMs: number;
@@ -182,10 +182,17 @@ export interface StoreLimits {
 }
 
 /**
+ * What a store method returns: its result, or a promise (any thenable) of it. A store that answers in this
+ * process (memory, a cache hit) returns the value itself and costs the request no promise; the coordinator
+ * adopts a thenable once and holds it to its deadline.
+ */
+export type MaybePromise<T> = T | PromiseLike<T>;
+
+/**
  * The storage SPI every idempotency store implements.
  *
- * Every method is async and takes one object. Expected outcomes are returned as values; a method throws
- * only on a fault (database unreachable, connection lost, malformed input the backend cannot hold).
+ * Every method takes one object and returns its result, or a promise of it ({@link MaybePromise}). Expected
+ * outcomes are returned as values; a method throws (or rejects) only on a fault (database unreachable, connection lost, malformed input the backend cannot hold).
  * All times are epoch milliseconds computed by the caller: a store compares them and never reads a clock.
  */
 export interface IdempotencyStore {
@@ -203,10 +210,10 @@ export interface IdempotencyStore {
    * Otherwise the result is `exists` with the current record, which MUST NOT be changed (a lapsed lease
    * with another fingerprint stays put; the coordinator answers it as misuse).
    */
-  reserve(params: ReserveParams): Promise<ReserveResult>;
+  reserve(params: ReserveParams): MaybePromise<ReserveResult>;
 
   /** The record for (scope, key), in flight or completed, or `undefined` when there is none. */
-  load(params: RecordRef): Promise<IdempotencyRecord | undefined>;
+  load(params: RecordRef): MaybePromise<IdempotencyRecord | undefined>;
 
   /**
    * Store the response, owner-fenced: only when the record is in flight AND owned by `owner`.
@@ -214,28 +221,28 @@ export interface IdempotencyStore {
    * Returns `true` when stored. Returns `false` and MUST change nothing when ownership was lost, the record
    * is already completed, or it is gone. After a successful finalize the record's owner is `null`.
    */
-  finalize(params: FinalizeParams): Promise<boolean>;
+  finalize(params: FinalizeParams): MaybePromise<boolean>;
 
   /**
    * Delete an in-flight reservation held by `owner`, so that the client's retry executes again.
    *
    * Returns `true` when deleted, `false` otherwise. MUST NOT delete a completed record or another owner's.
    */
-  release(params: OwnedRecordRef): Promise<boolean>;
+  release(params: OwnedRecordRef): MaybePromise<boolean>;
 
   /**
    * Extend the lease of an in-flight reservation held by `owner` (a heartbeat for long handlers).
    *
    * Returns `false`, changing nothing, when the record is completed, gone, or owned by someone else.
    */
-  renewLease(params: RenewLeaseParams): Promise<boolean>;
+  renewLease(params: RenewLeaseParams): MaybePromise<boolean>;
 
   /**
    * Delete at most `limit` records with `expiresAtMs < beforeMs` and return how many were deleted.
    *
    * MUST be safe to run from many nodes at once; the caller loops in batches until a batch comes back short.
    */
-  purgeExpired(params: PurgeParams): Promise<number>;
+  purgeExpired(params: PurgeParams): MaybePromise<number>;
 
   /**
    * An operator's delete: remove the record of (scope, key) whatever its state, in flight or completed, with
@@ -243,7 +250,7 @@ export interface IdempotencyStore {
    * handler that still runs loses its fence (its finalize answers `false`). Optional; the conformance kit tests
    * it when present. A per-node replay cache elsewhere may go on replaying the record until it ages out.
    */
-  forget?(params: RecordRef): Promise<boolean>;
+  forget?(params: RecordRef): MaybePromise<boolean>;
 
   /**
    * Records in a stable order of the store's choosing, a page at a time: every record present from the first
@@ -251,13 +258,13 @@ export interface IdempotencyStore {
    * Bodies are read only when `bodies` is set. A cursor another store made, or a malformed one, is refused with a
    * `RangeError`. Optional; for inspection, never on a request's path.
    */
-  list?(params: ListParams): Promise<RecordPage>;
+  list?(params: ListParams): MaybePromise<RecordPage>;
 
   /** Counts by state at `nowMs` and the age of the oldest in-flight record. Optional; for inspection. */
-  stats?(params: StatsParams): Promise<StoreStats>;
+  stats?(params: StatsParams): MaybePromise<StoreStats>;
 
   /** Release what the store opened itself. MUST NOT close a client or pool the user passed in. */
-  close?(): Promise<void>;
+  close?(): MaybePromise<void>;
 
   /**
    * What this store can hold. A value beyond what the backend holds (declared here or not) MUST be refused
@@ -298,9 +305,9 @@ export interface ReplayCache {
  * a concurrent transaction holding the key; when that wait runs out it throws an `IdemInProgressError`.
  */
 export interface TransactionalStore {
-  reserve(params: ReserveParams): Promise<ReserveResult>;
-  finalize(params: FinalizeParams): Promise<boolean> | boolean;
-  release(params: OwnedRecordRef): Promise<boolean> | boolean;
+  reserve(params: ReserveParams): MaybePromise<ReserveResult>;
+  finalize(params: FinalizeParams): MaybePromise<boolean>;
+  release(params: OwnedRecordRef): MaybePromise<boolean>;
 }
 
 /** A source of the current time in epoch milliseconds. Inject one to control time in tests. */

@@ -1,4 +1,4 @@
-import { createIdempotency, ErrorCode, isIdemError } from '@idem/core';
+import { createIdempotency, ErrorCode, isIdemError, type MaybePromise } from '@idem/core';
 import { v7 } from 'uuid';
 import { describe, expect, test } from 'vitest';
 import { created, expectExecute, expectReject, post, setup } from './support/coordinator.js';
@@ -46,13 +46,13 @@ describe('coordinator: store faults and leases (design: The coordinator, the hea
     const runs: string[] = [];
     // Each `then` runs the operation again, as a query builder awaited twice would.
     const lazy =
-      <A extends unknown[], R>(name: string, method: (...args: A) => Promise<R>) =>
+      <A extends unknown[], R>(name: string, method: (...args: A) => MaybePromise<R>) =>
       (...args: A) =>
         ({
           // biome-ignore lint/suspicious/noThenProperty: a thenable on purpose
           then: (resolve: (value: R) => unknown, reject: (error: unknown) => unknown) => {
             runs.push(name);
-            return method(...args).then(resolve, reject);
+            return Promise.resolve(method(...args)).then(resolve, reject);
           },
         }) as unknown as Promise<R>;
     const store = {

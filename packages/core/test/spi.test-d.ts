@@ -2,6 +2,7 @@ import type {
   BeginResult,
   IdempotencyRecord,
   IdempotencyStore,
+  MaybePromise,
   ReserveParams,
   ReserveResult,
   StoredResponse,
@@ -9,20 +10,24 @@ import type {
 import { describe, expectTypeOf, test } from 'vitest';
 
 describe('the store SPI types', () => {
-  test('every method is async and takes one object', () => {
+  test('every method takes one object and returns its result or a promise of it', () => {
     expectTypeOf<IdempotencyStore['reserve']>().parameters.toEqualTypeOf<[ReserveParams]>();
-    expectTypeOf<ReturnType<IdempotencyStore['reserve']>>().toEqualTypeOf<Promise<ReserveResult>>();
+    expectTypeOf<ReturnType<IdempotencyStore['reserve']>>().toEqualTypeOf<MaybePromise<ReserveResult>>();
     expectTypeOf<ReturnType<IdempotencyStore['load']>>().toEqualTypeOf<
-      Promise<IdempotencyRecord | undefined>
+      MaybePromise<IdempotencyRecord | undefined>
     >();
-    expectTypeOf<ReturnType<IdempotencyStore['finalize']>>().toEqualTypeOf<Promise<boolean>>();
-    expectTypeOf<ReturnType<IdempotencyStore['purgeExpired']>>().toEqualTypeOf<Promise<number>>();
+    expectTypeOf<ReturnType<IdempotencyStore['finalize']>>().toEqualTypeOf<MaybePromise<boolean>>();
+    expectTypeOf<ReturnType<IdempotencyStore['purgeExpired']>>().toEqualTypeOf<MaybePromise<number>>();
+    // A store may answer synchronously, or with a promise (or any thenable).
+    expectTypeOf<ReserveResult>().toExtend<ReturnType<IdempotencyStore['reserve']>>();
+    expectTypeOf<Promise<ReserveResult>>().toExtend<ReturnType<IdempotencyStore['reserve']>>();
+    expectTypeOf<PromiseLike<boolean>>().toExtend<ReturnType<IdempotencyStore['finalize']>>();
   });
 
   test('close is optional', () => {
     expectTypeOf<IdempotencyStore>()
       .toHaveProperty('close')
-      .toEqualTypeOf<(() => Promise<void>) | undefined>();
+      .toEqualTypeOf<(() => MaybePromise<void>) | undefined>();
   });
 
   test('only a reserved outcome says whether it took over', () => {

@@ -4,6 +4,7 @@ import {
   type IdempotencyStore,
   type IdempotentRequest,
   IdemStoreLimitError,
+  type MaybePromise,
   type TransactionalStore,
 } from '@idem/core';
 import { createIdempotencyMetrics } from '@idem/prometheus';
@@ -39,7 +40,7 @@ const committing: TransactionalStore = {
 function outageable(store: IdempotencyStore) {
   const state = { down: false };
   const guard =
-    <A extends unknown[], R>(call: (...args: A) => Promise<R>) =>
+    <A extends unknown[], R>(call: (...args: A) => MaybePromise<R>) =>
     async (...args: A): Promise<R> => {
       if (state.down) throw new Error('connection refused');
       return call(...args);

@@ -137,9 +137,14 @@ const brokenStores: [string, GroupName, RegExp, () => IdempotencyStore][] = [
       const inner = createReferenceStore();
       const global = <T extends { scope: string }>(p: T): T => ({ ...p, scope: 'global' });
       return {
-        reserve: (p) =>
-          inner.reserve(global(p)).then((r) => ({ ...r, record: { ...r.record, scope: p.scope } })),
-        load: (p) => inner.load(global(p)).then((r) => r && { ...r, scope: p.scope }),
+        reserve: async (p) => {
+          const r = await inner.reserve(global(p));
+          return { ...r, record: { ...r.record, scope: p.scope } };
+        },
+        load: async (p) => {
+          const r = await inner.load(global(p));
+          return r && { ...r, scope: p.scope };
+        },
         finalize: (p) => inner.finalize(global(p)),
         release: (p) => inner.release(global(p)),
         renewLease: (p) => inner.renewLease(global(p)),
@@ -632,7 +637,7 @@ const brokenNativeStores: [string, RegExp, () => IdempotencyStore][] = [
     /completed record whose expiresAtMs <= nowMs MUST be replaced/,
     () =>
       createReferenceStore((_records, store) => ({
-        reserve: (p) => store.reserve({ ...p, nowMs: p.nowMs - 1 }).then((r) => r),
+        reserve: async (p) => store.reserve({ ...p, nowMs: p.nowMs - 1 }),
         async purgeExpired() {
           return 0;
         },

@@ -5,6 +5,7 @@ import {
   decideReservation,
   decodeRecordCursor,
   encodeRecordCursor,
+  type FinalizeParams,
   hasListeners,
   type IdempotencyEventListener,
   type IdempotencyRecord,
@@ -14,8 +15,10 @@ import {
   listedBy,
   listedRecord,
   newReservation,
+  type OwnedRecordRef,
   type RecordPage,
   type RecordRef,
+  type RenewLeaseParams,
   type ReserveParams,
   type ReserveResult,
   type StatsParams,
@@ -45,10 +48,20 @@ export interface MemoryStoreOptions {
   readonly onEvent?: IdempotencyEventListener;
 }
 
-/** An {@link IdempotencyStore} held in this process's memory, with `close()` to stop its sweep timer. */
+/**
+ * An {@link IdempotencyStore} held in this process's memory, with `close()` to stop its sweep timer. The calls
+ * of a request (`reserve`, `load`, `finalize`, `release`, `renewLease`) answer synchronously with their value
+ * (`await` takes it as it takes a promise); only a finalize refused for `maxSizeBytes` answers with a rejected
+ * promise, as it always did.
+ */
 export interface MemoryStore extends IdempotencyStore {
   /** Records currently held: in flight and completed. */
   readonly size: number;
+  reserve(params: ReserveParams): ReserveResult;
+  load(params: RecordRef): IdempotencyRecord | undefined;
+  finalize(params: FinalizeParams): boolean | Promise<never>;
+  release(params: OwnedRecordRef): boolean;
+  renewLease(params: RenewLeaseParams): boolean;
   /** Delete the record of (scope, key), in flight or completed; `true` when there was one. */
   forget(params: RecordRef): Promise<boolean>;
   /**
@@ -178,21 +191,19 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): MemoryStore
     return record !== undefined && record.owner === owner ? [id, record] : undefined;
   };
 
-  // Every method runs synchronously inside an async function: nothing interleaves between its read and its
-  // write, which is what makes reserve atomic within this process.
+  // Every method runs synchronously (the calls of a request answer so; the rest inside an async function):
+  // nothing interleaves between its read and its write, which is what makes reserve atomic within this process.
   return {
     limits: maxSizeBytes === undefined ? {} : { maxBodyBytes: maxSizeBytes - RECORD_OVERHEAD_BYTES },
     get size() {
       return inFlight.size + completed.size;
     },
-    async reserve(params) {
-      return reserve(params);
-    },
-    async load({ scope, key }) {
+    reserve,
+    load({ scope, key }) {
       const id = idOf(scope, key);
       return inFlight.get(id) ?? completed.get(id);
     },
-    async finalize({ scope, key, owner, response }) {
+    finalize({ scope, key, owner, response }) {
       const hit = owned(scope, key, owner);
       if (hit === undefined) return false;
       const [id, record] = hit;
@@ -209,19 +220,21 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): MemoryStore
       // The cache would drop a record larger than its whole bound without a word, and the retry would run
       // again: refuse it instead, so the coordinator releases the key in the open.
       if (maxSizeBytes !== undefined && sizeOf(done) > maxSizeBytes) {
-        throw new IdemStoreLimitError(
-          `a response of ${sizeOf(done)} bytes does not fit the memory store's maxSizeBytes of ${maxSizeBytes}`,
+        return Promise.reject(
+          new IdemStoreLimitError(
+            `a response of ${sizeOf(done)} bytes does not fit the memory store's maxSizeBytes of ${maxSizeBytes}`,
+          ),
         );
       }
       inFlight.delete(id);
       completed.set(id, done);
       return true;
     },
-    async release({ scope, key, owner }) {
+    release({ scope, key, owner }) {
       const hit = owned(scope, key, owner);
       return hit !== undefined && inFlight.delete(hit[0]);
     },
-    async renewLease({ scope, key, owner, leaseUntilMs }) {
+    renewLease({ scope, key, owner, leaseUntilMs }) {
       const hit = owned(scope, key, owner);
       if (hit === undefined) return false;
       inFlight.set(hit[0], { ...hit[1], leaseUntilMs });

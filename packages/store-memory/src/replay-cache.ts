@@ -1,10 +1,13 @@
 import {
   type Clock,
+  hasListeners,
   type IdempotencyEventListeners,
   type IdempotencyRecord,
   type IdempotencyStore,
+  type MaybePromise,
   type RecordRef,
   type ReplayCache,
+  type ReserveResult,
   safeListener,
   systemClock,
 } from '@idem/core';
@@ -33,6 +36,11 @@ const RECORD_OVERHEAD_BYTES = 256;
 /** How long, and for how many keys, a key forgotten through this node is not cached again (see `forget`). */
 const FORGOTTEN_MS = 5 * 60_000;
 const FORGOTTEN_ENTRIES = 10_000;
+/** A store's answer that comes later (a promise, a lazy query), not now. */
+const isThenable = <T>(value: MaybePromise<T>): value is PromiseLike<T> =>
+  value !== null &&
+  (typeof value === 'object' || typeof value === 'function') &&
+  typeof (value as { then?: unknown }).then === 'function';
 const idOf = (scope: string, key: string): string => `${scope.length}:${scope}${key}`;
 const sizeOf = (record: IdempotencyRecord): number => {
   const { response } = record;
@@ -73,6 +81,7 @@ const sizeOf = (record: IdempotencyRecord): number => {
 export function withReplayCache(store: IdempotencyStore, options: ReplayCacheOptions = {}): IdempotencyStore {
   const clock = options.clock ?? systemClock;
   const emit = safeListener(options.onEvent);
+  const listening = hasListeners(emit);
   const { maxBytes } = options;
   if (maxBytes !== undefined && !(maxBytes > 0))
     throw new RangeError(`maxBytes must be positive, got ${maxBytes}`);
@@ -103,29 +112,45 @@ export function withReplayCache(store: IdempotencyStore, options: ReplayCacheOpt
     if (!forgotten.has(id)) keep(id, record, nowMs);
   };
 
+  // A hit answers synchronously; a miss answers as the store does (synchronously, or with a promise).
   const cached: IdempotencyStore = {
-    async reserve(params) {
+    reserve(params) {
       const id = idOf(params.scope, params.key);
       const record = hit(id, params.nowMs);
-      const ref = { scope: params.scope, key: params.key };
+      const { scope, key } = params;
       if (record !== undefined) {
-        emit({ type: 'cache', outcome: 'hit', operation: 'reserve', ...ref });
+        if (listening) emit({ type: 'cache', outcome: 'hit', operation: 'reserve', scope, key });
         return { outcome: 'exists', record };
       }
-      emit({ type: 'cache', outcome: 'miss', operation: 'reserve', ...ref });
-      const result = await store.reserve(params);
-      if (result.outcome === 'exists') keepRead(id, result.record, params.nowMs);
-      return result;
+      if (listening) emit({ type: 'cache', outcome: 'miss', operation: 'reserve', scope, key });
+      const kept = (result: ReserveResult): ReserveResult => {
+        if (result.outcome === 'exists') keepRead(id, result.record, params.nowMs);
+        return result;
+      };
+      const result = store.reserve(params);
+      return isThenable(result) ? Promise.resolve(result).then(kept) : kept(result);
     },
-    async load(ref) {
+    load(ref) {
       const id = idOf(ref.scope, ref.key);
       const nowMs = clock.nowMs();
       const record = hit(id, nowMs);
-      emit({ type: 'cache', outcome: record === undefined ? 'miss' : 'hit', operation: 'load', ...ref });
+      if (listening) {
+        const { scope, key } = ref;
+        emit({
+          type: 'cache',
+          outcome: record === undefined ? 'miss' : 'hit',
+          operation: 'load',
+          scope,
+          key,
+        });
+      }
       if (record !== undefined) return record;
-      const loaded = await store.load(ref);
-      keepRead(id, loaded, nowMs);
-      return loaded;
+      const kept = (loaded: IdempotencyRecord | undefined): IdempotencyRecord | undefined => {
+        keepRead(id, loaded, nowMs);
+        return loaded;
+      };
+      const loaded = store.load(ref);
+      return isThenable(loaded) ? Promise.resolve(loaded).then(kept) : kept(loaded);
     },
     finalize: (params) => store.finalize(params),
     release: (params) => store.release(params),

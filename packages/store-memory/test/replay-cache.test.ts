@@ -1,4 +1,4 @@
-import type { IdempotencyEvent, IdempotencyStore, StoredResponse } from '@idem/core';
+import type { IdempotencyEvent, IdempotencyStore, MaybePromise, StoredResponse } from '@idem/core';
 import { storeConformance } from '@idem/store-conformance';
 import { createMemoryStore, withReplayCache } from '@idem/store-memory';
 import { v7 } from 'uuid';
@@ -32,8 +32,8 @@ function counted() {
   const inner = createMemoryStore({ sweepIntervalMs: false, maxSizeBytes: 10_000 });
   const calls: string[] = [];
   const count =
-    <A, R>(name: string, fn: (a: A) => Promise<R>) =>
-    (a: A): Promise<R> => {
+    <A, R>(name: string, fn: (a: A) => MaybePromise<R>) =>
+    (a: A): MaybePromise<R> => {
       calls.push(name);
       return fn(a);
     };

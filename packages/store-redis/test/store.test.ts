@@ -221,7 +221,7 @@ describe.each(kinds)('%s', (kind) => {
     const one = createRedisStore(opened.client, { prefix, replicas: { count: 1, timeoutMs: 150 } });
     const params = reserveParams('wait');
     const started = performance.now();
-    const error = await one.reserve(params).catch((e: unknown) => e);
+    const error = await Promise.resolve(one.reserve(params)).catch((e: unknown) => e);
     const tookMs = performance.now() - started;
     expect(error).toBeInstanceOf(Error);
     expect(isStoreLimitError(error)).toBe(false);

@@ -29,7 +29,9 @@ describe.runIf(await pgUp())('PostgreSQL: a backend killed mid-call', () => {
       await locker.query('BEGIN');
       await locker.query(`SELECT 1 FROM ${table} WHERE idem_key = $1 FOR UPDATE`, [key]);
       // A fenced write waits for the row lock (a reserve of a busy key reads without locking, and would not).
-      const blocked = store.renewLease({ ...reserved, leaseUntilMs: reserved.leaseUntilMs + 1 }).then(
+      const blocked = Promise.resolve(
+        store.renewLease({ ...reserved, leaseUntilMs: reserved.leaseUntilMs + 1 }),
+      ).then(
         () => undefined,
         (error: unknown) => error,
       );
@@ -79,7 +81,7 @@ describe.runIf(await mysqlUp())('MariaDB: a connection killed mid-call', () => {
       const [[row]] = (await pool.query('SELECT CONNECTION_ID() AS id')) as unknown as [[{ id: number }]];
       await locker.query('START TRANSACTION');
       await locker.query(`SELECT 1 FROM ${table} WHERE idem_key = ? FOR UPDATE`, [key]);
-      const blocked = store.reserve(reserveParams(key)).then(
+      const blocked = Promise.resolve(store.reserve(reserveParams(key))).then(
         () => undefined,
         (error: unknown) => error,
       );

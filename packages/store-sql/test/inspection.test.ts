@@ -311,10 +311,10 @@ for (const [name, up, open] of backends) {
         };
         try {
           // SQLite prepares a text once per connection, then only runs it: count the first call of each.
-          expect(await count(() => store.list({ limit: 10, nowMs: NOW_MS, bodies: true }))).toBe(1);
-          expect(await count(() => store.stats({ nowMs: NOW_MS }))).toBe(1);
-          expect(await count(() => store.stats({ scope: 'one', nowMs: NOW_MS }))).toBe(1);
-          expect(await count(() => store.forget({ scope: 'one', key: 'k' }))).toBe(1);
+          expect(await count(async () => store.list({ limit: 10, nowMs: NOW_MS, bodies: true }))).toBe(1);
+          expect(await count(async () => store.stats({ nowMs: NOW_MS }))).toBe(1);
+          expect(await count(async () => store.stats({ scope: 'one', nowMs: NOW_MS }))).toBe(1);
+          expect(await count(async () => store.forget({ scope: 'one', key: 'k' }))).toBe(1);
         } finally {
           for (const spy of spies) spy.mockRestore();
         }

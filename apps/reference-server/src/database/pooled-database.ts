@@ -50,15 +50,17 @@ export async function pooledDatabase({
     onConnection(acquire, connections, deadline, work, what);
   const { lock } = executorOn(db, undefined as never, dialect);
   const store: IdempotencyStore = {
-    reserve: (params) => on(NO_DEADLINE, "the idempotency store's reserve", (c) => c.store.reserve(params)),
-    load: (params) => on(NO_DEADLINE, "the idempotency store's load", (c) => c.store.load(params)),
+    reserve: (params) =>
+      on(NO_DEADLINE, "the idempotency store's reserve", async (c) => c.store.reserve(params)),
+    load: (params) => on(NO_DEADLINE, "the idempotency store's load", async (c) => c.store.load(params)),
     finalize: (params) =>
-      on(NO_DEADLINE, "the idempotency store's finalize", (c) => c.store.finalize(params)),
-    release: (params) => on(NO_DEADLINE, "the idempotency store's release", (c) => c.store.release(params)),
+      on(NO_DEADLINE, "the idempotency store's finalize", async (c) => c.store.finalize(params)),
+    release: (params) =>
+      on(NO_DEADLINE, "the idempotency store's release", async (c) => c.store.release(params)),
     renewLease: (params) =>
-      on(NO_DEADLINE, "the idempotency store's renewLease", (c) => c.store.renewLease(params)),
+      on(NO_DEADLINE, "the idempotency store's renewLease", async (c) => c.store.renewLease(params)),
     purgeExpired: (params) =>
-      on(NO_DEADLINE, "the idempotency store's purgeExpired", (c) => c.store.purgeExpired(params)),
+      on(NO_DEADLINE, "the idempotency store's purgeExpired", async (c) => c.store.purgeExpired(params)),
   };
   const until = (deadline: Deadline): Executor => ({
     lock,
@@ -66,7 +68,7 @@ export async function pooledDatabase({
     run: (statement) => on(deadline, 'a statement', (c) => c.executor.run(statement)),
     // Outside a transaction, each call is a statement of its own.
     idempotency: {
-      reserve: (params) => on(deadline, 'a statement', (c) => c.executor.idempotency.reserve(params)),
+      reserve: (params) => on(deadline, 'a statement', async (c) => c.executor.idempotency.reserve(params)),
       finalize: (params) => on(deadline, 'a statement', async (c) => c.executor.idempotency.finalize(params)),
       release: (params) => on(deadline, 'a statement', async (c) => c.executor.idempotency.release(params)),
     },

@@ -30,7 +30,7 @@ export function leaseFence(
       const renewed = await within(
         options.storeTimeoutMs,
         "the idempotency store's renewLease",
-        () => store.renewLease({ scope, key, owner, leaseUntilMs: Date.now() + options.leaseMs }),
+        async () => store.renewLease({ scope, key, owner, leaseUntilMs: Date.now() + options.leaseMs }),
         deadline,
       ).catch(() => {
         throw retryLater(

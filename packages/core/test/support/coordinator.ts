@@ -7,6 +7,7 @@ import {
   type IdempotencyOptions,
   type IdempotentRequest,
   type LeasedExecution,
+  type MaybePromise,
   type TransactionalExecution,
   type TransactionalStore,
 } from '@idem/core';
@@ -72,7 +73,7 @@ export function expectPending(result: BeginResult): TransactionalExecution {
  * through it.
  */
 export function inTransaction(
-  finalize: (params: FinalizeParams) => boolean | Promise<boolean>,
+  finalize: (params: FinalizeParams) => MaybePromise<boolean>,
 ): TransactionalStore {
   const unexpected = () => {
     throw new Error('a leased execution only finalizes in the host’s transaction');

@@ -367,18 +367,18 @@ export const listGroup: ConformanceGroup = (harness, makeStore, options) => {
           const { scope } = freshRef();
           for (const limit of [0, -1, MAX_LIST_LIMIT + 1, 1.5, Number.NaN, Number.POSITIVE_INFINITY]) {
             await assert.rejects(
-              () => list({ scope, limit, nowMs: AT_MS }),
+              async () => list({ scope, limit, nowMs: AT_MS }),
               RangeError,
               `limit ${limit} MUST be refused with a RangeError`,
             );
           }
           await assert.rejects(
-            () => list({ scope, limit: 5, nowMs: AT_MS, state: 'done' as unknown as 'completed' }),
+            async () => list({ scope, limit: 5, nowMs: AT_MS, state: 'done' as unknown as 'completed' }),
             RangeError,
             'an unknown state MUST be refused',
           );
           await assert.rejects(
-            () => list({ scope, limit: 5, nowMs: 1.5 }),
+            async () => list({ scope, limit: 5, nowMs: 1.5 }),
             RangeError,
             'nowMs MUST be an integer',
           );
@@ -406,7 +406,7 @@ export const listGroup: ConformanceGroup = (harness, makeStore, options) => {
             base64url(['k1', 1, 2]),
           ]) {
             await assert.rejects(
-              () => list({ scope, limit: 5, nowMs: AT_MS, cursor }),
+              async () => list({ scope, limit: 5, nowMs: AT_MS, cursor }),
               RangeError,
               `cursor ${JSON.stringify(cursor)} MUST be refused with a RangeError`,
             );

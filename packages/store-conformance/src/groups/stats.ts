@@ -159,7 +159,7 @@ export const statsGroup: ConformanceGroup = (harness, makeStore, options) => {
         withStore(makeStore, async ({ store }) => {
           const stats = methodOf(store, 'stats');
           for (const nowMs of [1.5, Number.NaN, Number.POSITIVE_INFINITY]) {
-            await assert.rejects(() => stats({ nowMs }), RangeError, `nowMs ${nowMs}`);
+            await assert.rejects(async () => stats({ nowMs }), RangeError, `nowMs ${nowMs}`);
           }
         }));
     }),
