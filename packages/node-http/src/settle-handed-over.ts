@@ -70,12 +70,22 @@ export function settleHandedOver(
   return new HandedOver(execution, res, headers);
 }
 
+/** The client behind `res` is gone (an HTTP/2 response has no `destroyed` of its own: its stream's). */
+const isGone = (res: ServerResponse): boolean =>
+  res.destroyed === true ||
+  res.socket?.destroyed === true ||
+  (res as { stream?: { destroyed?: boolean } }).stream?.destroyed === true;
+
 /** A class, like everything made per request here (see settle-on-response.ts). */
 class HandedOver implements HandedOverSettlement {
   readonly #execution: Execution;
   readonly #res: ServerResponse;
   readonly #headers: HeaderSource;
   readonly #writeHead: ServerResponse['writeHead'];
+  readonly #end: ServerResponse['end'];
+  /** `end` was called while the framework wrote what was handed over, with this chunk: what went out. */
+  #ended = false;
+  #endChunk: unknown;
   /** The last whole body handed over. */
   #payload: Whole = undefined;
   /** The framework is writing what was handed over: a head now is its own. */
@@ -104,16 +114,33 @@ class HandedOver implements HandedOverSettlement {
       // biome-ignore lint/complexity/noArguments: forwarded whole, without an array per call
       return (target as (...a: unknown[]) => ServerResponse).apply(this, arguments as unknown as unknown[]);
     } as ServerResponse['writeHead'];
+    // What the framework ends the response with is the body that went out, whichever hook made it (another
+    // plugin's onSend hook may come after this one and change the payload).
+    const end = res.end;
+    this.#end = end;
+    res.end = function (this: ServerResponse, chunk?: unknown) {
+      if (settlement.#sending && !settlement.#ended) {
+        settlement.#ended = true;
+        settlement.#endChunk = chunk;
+      }
+      // biome-ignore lint/complexity/noArguments: forwarded whole, without an array per call
+      return (end as (...a: unknown[]) => ServerResponse).apply(this, arguments as unknown as unknown[]);
+    } as ServerResponse['end'];
   }
 
   sending(payload: unknown): void {
     if (this.#settled || this.#capturing) return;
     if (!isWhole(payload)) {
-      this.#capture(false);
+      // A stream that will never be written (the client has left, the framework drops it): the work is done,
+      // its body never went out.
+      if (isGone(this.#res)) this.#settle(true);
+      else this.#capture(false);
       return;
     }
     this.#payload = payload;
     this.#written = false;
+    this.#ended = false;
+    this.#endChunk = undefined;
     this.#sending = true;
   }
 
@@ -121,10 +148,25 @@ class HandedOver implements HandedOverSettlement {
     if (!this.#sending) return;
     this.#sending = false;
     const res = this.#res;
-    // Its head failed (a header Node refuses) or it was never written (a payload the framework refused):
-    // whatever the framework answers instead settles the key.
-    if (!res.headersSent) return;
+    if (!res.headersSent) {
+      // The client has left (an HTTP/2 stream that closed writes no head): the handler's answer is this one.
+      if (isGone(res)) {
+        this.#written = true;
+        this.#settle(false);
+        return;
+      }
+      // Nothing went out yet: its head failed (a header Node refuses), the framework refused the payload, or a
+      // later hook turned it into a stream. Whatever is written next, an error answer or that stream, is
+      // captured as it is written.
+      this.#capture(false);
+      return;
+    }
     this.#written = true;
+    // The body that went out: the chunk the response was ended with, whichever hook made it.
+    if (this.#ended) {
+      const chunk = this.#endChunk;
+      this.#payload = typeof chunk === 'function' ? undefined : isWhole(chunk) ? chunk : undefined;
+    }
     // Ended: the handler's whole answer is written (even for a client that left: the work is done).
     if (res.writableEnded) this.#settle(false);
     else if (res.destroyed)
@@ -149,6 +191,7 @@ class HandedOver implements HandedOverSettlement {
     this.#capturing = true;
     this.#sending = false;
     this.#res.writeHead = this.#writeHead;
+    this.#res.end = this.#end;
     settleOnResponse(this.#execution, this.#res, { bodyUnseen: missedFirstBytes });
   }
 

@@ -36,9 +36,14 @@ function toBuffer(chunk: Chunk, encoding: unknown): Buffer | undefined {
 
 type Method = (...args: unknown[]) => unknown;
 
-/** Where a response captured through its prototype keeps its capture: in the app's per-request `res.locals`. */
+/**
+ * Where a response captured through its prototype keeps its capture: in the app's per-request `res.locals`,
+ * and on its socket.
+ */
 const CAPTURE = Symbol('@idem/node-http capture');
 type Localized = ServerResponse & { locals: { [CAPTURE]?: ResponseCapture } };
+/** The socket keeps its current response's capture too: `res.locals` may be replaced by the app. */
+type Carrier = { [CAPTURE]?: ResponseCapture };
 
 const CAPTURED = ['writeHead', 'write', 'end', 'destroy'] as const;
 /** Prototypes that carry the capture's wrappers (each framework's response object, patched once). */
@@ -56,7 +61,8 @@ const patched = new WeakSet<object>();
  */
 function capturesOnPrototype(res: ServerResponse): boolean {
   const locals = (res as { locals?: unknown }).locals;
-  if (typeof locals !== 'object' || locals === null) return false;
+  // (A frozen or sealed `locals` cannot hold the capture: the response is wrapped itself.)
+  if (typeof locals !== 'object' || locals === null || !Object.isExtensible(locals)) return false;
   for (const name of CAPTURED) if (Object.hasOwn(res, name)) return false;
   // The framework's object right above Node's own response prototype.
   let target: object | null = Object.getPrototypeOf(res);
@@ -72,8 +78,14 @@ function patchPrototype(target: object): void {
   patched.add(target);
   const proto = target as Record<(typeof CAPTURED)[number], Method>;
   const { writeHead, write, end, destroy } = proto;
-  const captureOf = (res: ServerResponse): ResponseCapture | undefined =>
-    (res as Localized).locals?.[CAPTURE];
+  // Only this response's own capture: one `locals` object an app shares between responses holds another's. An
+  // app that replaced `res.locals` meanwhile leaves it on the connection's socket (one response at a time).
+  const captureOf = (res: ServerResponse): ResponseCapture | undefined => {
+    const capture = (res as Localized).locals?.[CAPTURE];
+    if (capture?.isFor(res) === true) return capture;
+    const onSocket = (res.socket as Carrier | null)?.[CAPTURE];
+    return onSocket?.isFor(res) === true ? onSocket : undefined;
+  };
   proto.writeHead = function (this: ServerResponse) {
     // biome-ignore lint/complexity/noArguments: forwarded whole, without an array per call
     const passed = arguments as unknown as unknown[];
@@ -142,6 +154,7 @@ class ResponseCapture {
     if (capturesOnPrototype(res)) {
       // The response's own methods stay as they are: the wrappers on its prototype find this capture.
       (res as Localized).locals[CAPTURE] = this;
+      if (res.socket !== null) (res.socket as Carrier)[CAPTURE] = this;
       return;
     }
     const capture = this;
@@ -164,6 +177,11 @@ class ResponseCapture {
       // biome-ignore lint/complexity/noArguments: forwarded whole, without an array per call
       return capture.end(this, end, arguments as unknown as unknown[]);
     } as typeof res.end;
+  }
+
+  /** `true` when this captures `res`. */
+  isFor(res: ServerResponse): boolean {
+    return this.#res === res;
   }
 
   writeHead(res: ServerResponse, writeHead: Method, passed: unknown[]): unknown {
