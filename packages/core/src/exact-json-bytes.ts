@@ -16,7 +16,25 @@
  * Member names with a backslash are left to the string reader ({@link NEEDS_TEXT}): the name it denotes is
  * then not its bytes, and sorting and comparing them would need decoding.
  */
+
 import { MAX_DEPTH } from './exact-json.js';
+import {
+  BACKSLASH,
+  CLOSE_BRACE,
+  CLOSE_BRACKET,
+  COLON,
+  COMMA,
+  LINE_FEED,
+  MINUS,
+  NINE,
+  OPEN_BRACE,
+  OPEN_BRACKET,
+  QUOTE,
+  RETURN,
+  SPACE,
+  TAB,
+  ZERO,
+} from './json-chars.js';
 
 /** Not one JSON value (or not UTF-8, or nested deeper than {@link MAX_DEPTH}): the raw bytes are the identity. */
 export const NOT_JSON = -1;
@@ -30,23 +48,8 @@ const ARRAY = 2;
 const OBJECT = 3; // its members' node indices at order[a, a + b), sorted
 const MEMBER = 4; // a name's bytes [a, b) between its quotes, followed by its value's node
 
-// Character codes.
-const TAB = 0x09;
-const LINE_FEED = 0x0a;
-const RETURN = 0x0d;
-const SPACE = 0x20;
-const QUOTE = 0x22;
-const COMMA = 0x2c;
-const MINUS = 0x2d;
+// Character codes (the rest in json-chars.ts).
 const DOT = 0x2e;
-const ZERO = 0x30;
-const NINE = 0x39;
-const COLON = 0x3a;
-const OPEN_BRACKET = 0x5b;
-const BACKSLASH = 0x5c;
-const CLOSE_BRACKET = 0x5d;
-const OPEN_BRACE = 0x7b;
-const CLOSE_BRACE = 0x7d;
 
 /** Scratch kept between calls up to this many integers; a larger body's is dropped after it. */
 const KEEP_INTS = 1 << 16;

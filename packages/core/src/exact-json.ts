@@ -9,29 +9,30 @@
  * keeps as a rope until the hash reads it.
  */
 
+import {
+  BACKSLASH,
+  CLOSE_BRACE,
+  CLOSE_BRACKET,
+  COLON,
+  COMMA,
+  LINE_FEED,
+  MINUS,
+  NINE,
+  OPEN_BRACE,
+  OPEN_BRACKET,
+  QUOTE,
+  RETURN,
+  SPACE,
+  TAB,
+  ZERO,
+} from './json-chars.js';
+
 /** Deeper documents are not canonicalized: the caller hashes their raw bytes instead, which is exact too. */
 export const MAX_DEPTH = 1_000;
 
 const NUMBER = /-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?/y;
 // biome-ignore lint/suspicious/noControlCharactersInRegex: JSON strings must not hold exactly these raw.
 const CONTROL = /[\u0000-\u001f]/;
-
-// Character codes.
-const TAB = 0x09;
-const LINE_FEED = 0x0a;
-const RETURN = 0x0d;
-const SPACE = 0x20;
-const QUOTE = 0x22;
-const COMMA = 0x2c;
-const MINUS = 0x2d;
-const ZERO = 0x30;
-const NINE = 0x39;
-const COLON = 0x3a;
-const OPEN_BRACKET = 0x5b;
-const BACKSLASH = 0x5c;
-const CLOSE_BRACKET = 0x5d;
-const OPEN_BRACE = 0x7b;
-const CLOSE_BRACE = 0x7d;
 
 /** A member of an object being read: its name, decoded and as canonical text, and its value's text. */
 type Member = [name: string, nameText: string, valueText: string];
