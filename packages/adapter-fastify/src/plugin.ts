@@ -1,4 +1,4 @@
-import type { Execution, IdempotencyOverrides } from '@idem/core';
+import type { BeginResult, Execution, IdempotencyOverrides } from '@idem/core';
 import { createIdempotency, errorResponse, type WholeResponse } from '@idem/core';
 import type { HandedOverSettlement, KeptBody, NodeIdempotencyOptions } from '@idem/node-http';
 import { describeRequest, isResponseGone, keepBody, settleHandedOver } from '@idem/node-http';
@@ -29,6 +29,8 @@ type Kept = FastifyRequest & {
   [KEPT]?: KeptBody | undefined;
   [SETTLEMENT]?: HandedOverSettlement | undefined;
 };
+/** A hook's callback: the next hook, or Fastify's error answer. */
+type Done = (error?: Error) => void;
 /** A route's hooks of one kind (none, one or several, as Fastify takes them), with `hook` after them. */
 const append = <T>(hooks: T | T[] | undefined, hook: T): T[] => [...[hooks ?? []].flat(), hook] as T[];
 
@@ -59,33 +61,52 @@ const idempotencyPlugin: FastifyPluginAsync<FastifyIdempotencyOptions> = async (
         settlement.sent();
       }
     });
-    // preHandler: the body is parsed and validated, so invalid input never reaches the store.
-    routeOptions.preHandler = append(routeOptions.preHandler, async (request, reply) => {
-      if (!idem.covers(request.method)) return;
+    // preHandler: the body is parsed and validated, so invalid input never reaches the store. Callback style:
+    // `begin` answers synchronously for a synchronous store, and then nothing here waits for a promise.
+    routeOptions.preHandler = append(routeOptions.preHandler, (request, reply, done) => {
+      if (!idem.covers(request.method)) return done();
       const { method, url, headers } = request;
       const body = (request as Kept)[KEPT]?.bytes() ?? request.body;
       const parts = { method, url, headers, route, body, scope: options.scope?.(request), host: request };
-      const result = await idem.begin(describeRequest(idem, reply.raw, parts));
-      switch (result.action) {
-        case 'reject': // ('proceed': nothing to do)
-          return sendReplay(reply, errorResponse(result.error, request, options.formatError));
-        case 'replay':
-          return sendReplay(reply, result.response);
-        case 'execute':
-        case 'reserve-in-transaction': {
-          const { execution } = result;
-          if (isResponseGone(reply.raw)) {
-            await execution.abort(); // the client left meanwhile: nothing runs
-            return reply.hijack();
-          }
-          (request as Kept)[SETTLEMENT] = settleHandedOver(execution, reply.raw, reply);
-          // A hijacked reply is written by the app itself: captured as it is written.
-          (reply as { hijack: FastifyReply['hijack'] }).hijack = hijackCaptured;
-          request.idempotency = execution;
-        }
-      }
+      const result = idem.begin(describeRequest(idem, reply.raw, parts));
+      if (result instanceof Promise) result.then((begun) => act(begun, request, reply, done)).catch(done);
+      else act(result, request, reply, done);
     });
   });
+
+  /** Act on what `begin` answered: send a refusal or a replay, or run the handler under the key. */
+  function act(
+    result: BeginResult<FastifyRequest>,
+    request: FastifyRequest,
+    reply: FastifyReply,
+    done: Done,
+  ): void {
+    switch (result.action) {
+      case 'proceed':
+        done();
+        return;
+      case 'reject':
+        sendReplay(reply, errorResponse(result.error, request, options.formatError));
+        return;
+      case 'replay':
+        sendReplay(reply, result.response);
+        return;
+      case 'execute':
+      case 'reserve-in-transaction': {
+        const { execution } = result;
+        if (isResponseGone(reply.raw)) {
+          // The client left meanwhile: nothing runs.
+          execution.abort().then(() => reply.hijack(), done);
+          return;
+        }
+        (request as Kept)[SETTLEMENT] = settleHandedOver(execution, reply.raw, reply);
+        // A hijacked reply is written by the app itself: captured as it is written.
+        (reply as { hijack: FastifyReply['hijack'] }).hijack = hijackCaptured;
+        request.idempotency = execution;
+        done();
+      }
+    }
+  }
 };
 
 /** `reply.hijack()` of a request under a key: what the app then writes itself is captured from here. */

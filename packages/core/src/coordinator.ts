@@ -39,6 +39,8 @@ import { Deadlines, isThenable, storeCalls, type Timed } from './store-call.js';
 import {
   type Clock,
   type IdempotencyStore,
+  type MaybePromise,
+  type ReserveParams,
   type ReserveResult,
   type StoredResponse,
   systemClock,
@@ -214,8 +216,12 @@ export interface Idempotency<Host = unknown> {
   readonly waits: boolean;
   /** `true` when requests with this method are covered. */
   covers(method: string): boolean;
-  /** Decide what to do with a request: proceed, execute under a reservation, replay, or reject. */
-  begin(request: IdempotentRequest<Host>): Promise<BeginResult<Host>>;
+  /**
+   * Decide what to do with a request: proceed, execute under a reservation, replay, or reject. Await it: it
+   * answers synchronously when nothing had to wait (a store that answers synchronously, such as the memory
+   * store or a replay-cache hit, or no key), else with a promise. It never throws; a failure is a rejection.
+   */
+  begin(request: IdempotentRequest<Host>): BeginResult<Host> | Promise<BeginResult<Host>>;
   /**
    * A coordinator with some options changed (one route's), over the same store and the same timers: the
    * store calls' deadline queue and the heartbeat are shared with this one wherever their intervals agree.
@@ -443,6 +449,7 @@ function coordinator<Host>(options: IdempotencyOptions<Host>, timers: Timers): I
     redact: options.redact,
     emit,
     callStore: calls.call,
+    finalizeIn: (params) => store.finalize(params),
     report: (decision, attempt, durationMs) =>
       report(
         decision,
@@ -464,19 +471,17 @@ function coordinator<Host>(options: IdempotencyOptions<Host>, timers: Timers): I
    */
   function reserve(attempt: Attempt<Host>): Timed<ReserveResult> | Promise<Timed<ReserveResult>> {
     const params = reserveParams(attempt, clock.nowMs(), leaseMs, keepMs);
-    return calls.timed(
-      'reserve',
-      () => store.reserve(params),
-      (late) => {
-        // It answered after its deadline: a reservation nobody will use is freed at once.
-        if (late.outcome === 'reserved') {
-          Promise.resolve()
-            .then(() => store.release({ scope: params.scope, key: params.key, owner: params.owner }))
-            .catch(() => {});
-        }
-      },
-    );
+    return calls.timed('reserve', reserveIn, releaseLate, params);
   }
+  const reserveIn = (params: ReserveParams): MaybePromise<ReserveResult> => store.reserve(params);
+  /** A reserve answered after its deadline: a reservation nobody will use is freed at once. */
+  const releaseLate = (late: ReserveResult, params: ReserveParams): void => {
+    if (late.outcome === 'reserved') {
+      Promise.resolve()
+        .then(() => store.release({ scope: params.scope, key: params.key, owner: params.owner }))
+        .catch(() => {});
+    }
+  };
 
   /** What `begin` answers for a decision: it is reported, then acted on (at once, but for a replay's rebuild). */
   function answer(
@@ -534,42 +539,60 @@ function coordinator<Host>(options: IdempotencyOptions<Host>, timers: Timers): I
     return answer(IN_FLIGHT, attempt, elapsedMs, true);
   }
 
-  async function begin(request: IdempotentRequest<Host>): Promise<BeginResult<Host>> {
-    if (!enabled) return { action: 'proceed', reason: 'disabled' };
-    if (!methods.has(request.method.toUpperCase())) return { action: 'proceed', reason: 'method' };
-    if (request.key === undefined) {
-      if (!required) return { action: 'proceed', reason: 'no-key' };
-      return {
-        action: 'reject',
-        error: new IdemKeyMissingError(`the ${headerName} header is required`, {
-          status: statuses.missingKey,
-        }),
-      };
+  /**
+   * Synchronous as far as it can be: a store that answers synchronously (memory, a replay-cache hit) is answered
+   * without a promise. It never throws: a failure (a body that cannot be hashed) is a rejected promise.
+   */
+  function begin(request: IdempotentRequest<Host>): BeginResult<Host> | Promise<BeginResult<Host>> {
+    try {
+      if (!enabled) return { action: 'proceed', reason: 'disabled' };
+      if (!methods.has(request.method.toUpperCase())) return { action: 'proceed', reason: 'method' };
+      if (request.key === undefined) {
+        if (!required) return { action: 'proceed', reason: 'no-key' };
+        return {
+          action: 'reject',
+          error: new IdemKeyMissingError(`the ${headerName} header is required`, {
+            status: statuses.missingKey,
+          }),
+        };
+      }
+      const parsed = parseIdempotencyKey(request.key, keyFormat, keyContext());
+      if (!parsed.ok) {
+        return {
+          action: 'reject',
+          error: new IdemKeyInvalidError(`invalid ${headerName}: ${parsed.reason}`, {
+            status: statuses.invalidKey,
+          }),
+        };
+      }
+      const { body } = request;
+      if (body === UNSEEN_BODY && typeof options.fingerprint !== 'function') {
+        return { action: 'reject', error: unseenBody(request.contentType) };
+      }
+      if (isBlob(body)) {
+        return blobFingerprint(request, body).then((fingerprint) =>
+          reserveFor(attemptOf(request, parsed.key, fingerprint)),
+        );
+      }
+      return reserveFor(attemptOf(request, parsed.key, fingerprintOf(request)));
+    } catch (error) {
+      return Promise.reject(error);
     }
-    const parsed = parseIdempotencyKey(request.key, keyFormat, keyContext());
-    if (!parsed.ok) {
-      return {
-        action: 'reject',
-        error: new IdemKeyInvalidError(`invalid ${headerName}: ${parsed.reason}`, {
-          status: statuses.invalidKey,
-        }),
-      };
-    }
-    if (request.body === UNSEEN_BODY && typeof options.fingerprint !== 'function') {
-      return { action: 'reject', error: unseenBody(request.contentType) };
-    }
-    const attempt: Attempt<Host> = {
-      scope: request.scope ?? '',
-      key: parsed.key,
-      method: request.method,
-      route: request.route,
-      fingerprint: isBlob(request.body)
-        ? await blobFingerprint(request, request.body)
-        : fingerprintOf(request),
-      owner: nextOwner(),
-      startedMs: listening ? performance.now() : 0,
-      request: request as Attempt<Host>['request'],
-    };
+  }
+
+  const attemptOf = (request: IdempotentRequest<Host>, key: string, fingerprint: string): Attempt<Host> => ({
+    scope: request.scope ?? '',
+    key,
+    method: request.method,
+    route: request.route,
+    fingerprint,
+    owner: nextOwner(),
+    startedMs: listening ? performance.now() : 0,
+    request: request as Attempt<Host>['request'],
+  });
+
+  /** `begin` with the attempt made: reserve the key (or leave that to the host's transaction) and answer. */
+  function reserveFor(attempt: Attempt<Host>): BeginResult<Host> | Promise<BeginResult<Host>> {
     if (reserveInTransaction) {
       // A completed record kept in memory answers before any transaction (the store's own reserve would).
       const cached = store.replayCache?.get(attempt, clock.nowMs());
@@ -582,13 +605,24 @@ function coordinator<Host>(options: IdempotencyOptions<Host>, timers: Timers): I
       return { action: 'reserve-in-transaction', execution: execution as TransactionalExecution<Host> };
     }
     const reserving = reserve(attempt);
-    const found = isThenable(reserving) ? await reserving : reserving;
+    return isThenable(reserving)
+      ? reserving.then((found) => reserved(found, attempt))
+      : reserved(reserving, attempt);
+  }
+
+  /** What the reserve found, answered. */
+  function reserved(
+    found: Timed<ReserveResult>,
+    attempt: Attempt<Host>,
+  ): BeginResult<Host> | Promise<BeginResult<Host>> {
     const decision = decide(found, attempt.fingerprint);
-    const { durationMs } = found;
-    if (decision.answer === 'in-progress' && waits) return waitForOther(attempt, request.signal);
+    if (decision.answer === 'in-progress' && waits) {
+      // (The attempt's request is the one `begin` was given: its signal is made on first read.)
+      return waitForOther(attempt, (attempt.request as IdempotentRequest<Host>).signal);
+    }
     // A row lock held past the database's lock wait: the request did wait, on the database.
     const waited = decision.answer === 'in-progress' && decision.found === 'lock-wait';
-    return answer(decision, attempt, durationMs, waited);
+    return answer(decision, attempt, found.durationMs, waited);
   }
 
   /** The answer to a keyed body nobody read: the client's media type, or a parser the app lacks. */

@@ -24,7 +24,14 @@ import {
   toStoredResponse,
 } from './response.js';
 import { type CallRef, isThenable, type StoreCall } from './store-call.js';
-import type { Clock, IdempotencyStore, MaybePromise, StoredResponse, TransactionalStore } from './types.js';
+import type {
+  Clock,
+  FinalizeParams,
+  IdempotencyStore,
+  MaybePromise,
+  StoredResponse,
+  TransactionalStore,
+} from './types.js';
 
 /**
  * The request a record belongs to, as the host's hooks (`redact`, `rebuildReplay`) receive it: its record
@@ -168,6 +175,8 @@ export interface ExecutionRuntime {
   readonly redact: ((response: StoredResponse, context: RecordContext<any>) => StoredResponse) | undefined;
   readonly emit: IdempotencyEventListener;
   readonly callStore: StoreCall;
+  /** The store's `finalize`, as a function made once (a store call's `run`). */
+  readonly finalizeIn: (params: FinalizeParams) => MaybePromise<boolean>;
   /** Report a decision of `reserveWith` as its event. */
   report(decision: Decision, attempt: Attempt<unknown>, durationMs: number): void;
   /**
@@ -260,6 +269,8 @@ export class KeyedExecution<Host = unknown> implements Renewable {
   #renewing = false;
   /** When the lease was last set, on the monotonic clock (ms); read by the heartbeat. */
   renewedAtMs = performance.now();
+  /** The heartbeat's slot for this execution (its bookkeeping). */
+  heartbeatSlot = -1;
   readonly #reservedAtMs = this.renewedAtMs;
 
   constructor(runtime: ExecutionRuntime, attempt: Attempt<Host>, lifecycle: Lifecycle, tookOver: boolean) {
@@ -552,33 +563,32 @@ export class KeyedExecution<Host = unknown> implements Renewable {
     afresh: boolean,
   ): FinishOutcome | Promise<FinishOutcome> {
     const runtime = this.#runtime;
-    const { store, clock } = runtime;
     const { scope, key, owner } = this;
-    const finalizing = () => store.finalize({ scope, key, owner, response: stored, nowMs: clock.nowMs() });
-    const done = runtime.callStore('finalize', this, finalizing);
+    const params: FinalizeParams = { scope, key, owner, response: stored, nowMs: runtime.clock.nowMs() };
+    const done = runtime.callStore('finalize', this, runtime.finalizeIn, undefined, params);
     if (isThenable(done)) {
       return Promise.resolve(done).then(({ value, durationMs }) =>
         value || !afresh
           ? this.#finalized(value, durationMs, stored, omitted)
-          : this.#finalizeAfresh(stored, omitted, finalizing),
+          : this.#finalizeAfresh(stored, omitted),
       );
     }
     return done.value || !afresh
       ? this.#finalized(done.value, done.durationMs, stored, omitted)
-      : this.#finalizeAfresh(stored, omitted, finalizing);
+      : this.#finalizeAfresh(stored, omitted);
   }
 
   /** The record was not ours (the host's transaction rolled its reservation back): reserve it again, then store. */
-  async #finalizeAfresh(
-    stored: StoredResponse,
-    omitted: OmittedParts | undefined,
-    finalizing: () => MaybePromise<boolean>,
-  ): Promise<FinishOutcome> {
+  async #finalizeAfresh(stored: StoredResponse, omitted: OmittedParts | undefined): Promise<FinishOutcome> {
     const runtime = this.#runtime;
     const { store, clock } = runtime;
+    const { scope, key, owner } = this;
     const { value: finalized, durationMs } = await runtime.callStore('finalize', this, async () => {
       const again = await store.reserve(reserveParams(this, clock.nowMs(), runtime.leaseMs, runtime.keepMs));
-      return again.outcome === 'reserved' && (await finalizing());
+      return (
+        again.outcome === 'reserved' &&
+        (await store.finalize({ scope, key, owner, response: stored, nowMs: clock.nowMs() }))
+      );
     });
     // Someone else holds the key by now (a duplicate that waited on the row): its answer stands.
     if (!finalized) return 'already-settled';

@@ -21,11 +21,12 @@ export interface CallRef {
  * coordinator has event listeners (it is 0 otherwise): it is there for events. A store that answered
  * synchronously is answered with the value itself; a failure is always a rejected promise, never a throw.
  */
-export type StoreCall = <T>(
+export type StoreCall = <T, A = undefined>(
   operation: StoreOperation,
   ref: CallRef,
-  run: () => MaybePromise<T>,
-  onLateResult?: (value: T) => void,
+  run: (arg: A) => MaybePromise<T>,
+  onLateResult?: (value: T, arg: A) => void,
+  arg?: A,
 ) => MaybePromise<{ readonly value: T; readonly durationMs: number }>;
 
 /**
@@ -51,10 +52,11 @@ export interface StoreCalls {
    * A call under the deadline; a failure comes back as a value, unreported (the caller decides on it). A store
    * that answered synchronously is answered synchronously (no deadline, no promise).
    */
-  timed<T>(
+  timed<T, A = undefined>(
     operation: StoreOperation,
-    run: () => MaybePromise<T>,
-    onLateResult?: (value: T) => void,
+    run: (arg: A) => MaybePromise<T>,
+    onLateResult?: (value: T, arg: A) => void,
+    arg?: A,
   ): Timed<T> | Promise<Timed<T>>;
   /** A call under the deadline whose failure is reported and thrown (see {@link StoreCall}). */
   readonly call: StoreCall;
@@ -178,15 +180,18 @@ export function storeCalls(options: StoreCallOptions): StoreCalls {
   // Durations are for events: without a listener, the clock is not read.
   const timedEvents = hasListeners(emit);
 
-  function timed<T>(
+  // `run` is called with `arg` (and `onLateResult` with it too), so that a hot caller passes functions made once
+  // and its parameters, rather than closures made per call.
+  function timed<T, A = undefined>(
     operation: StoreOperation,
-    run: () => MaybePromise<T>,
-    onLateResult?: (value: T) => void,
+    run: (arg: A) => MaybePromise<T>,
+    onLateResult?: (value: T, arg: A) => void,
+    arg?: A,
   ): Timed<T> | Promise<Timed<T>> {
     const startedMs = timedEvents ? performance.now() : 0;
     let result: MaybePromise<T>;
     try {
-      result = run();
+      result = run(arg as A);
     } catch (error) {
       // A store that throws synchronously is still a store fault.
       return { ok: false, error, durationMs: performance.now() - startedMs };
@@ -195,7 +200,12 @@ export function storeCalls(options: StoreCallOptions): StoreCalls {
     if (!isThenable(result)) {
       return { ok: true, value: result, durationMs: timedEvents ? performance.now() - startedMs : 0 };
     }
-    return settle(operation, result, startedMs, onLateResult);
+    return settle(
+      operation,
+      result,
+      startedMs,
+      onLateResult === undefined ? undefined : (value: T) => onLateResult(value, arg as A),
+    );
   }
 
   /** The thenable a store answered with, adopted once and held to the deadline. */
@@ -280,8 +290,8 @@ export function storeCalls(options: StoreCallOptions): StoreCalls {
     return errorOf(operation, done.error);
   };
 
-  const call: StoreCall = (operation, ref, run, onLateResult) => {
-    const done = timed(operation, run, onLateResult);
+  const call: StoreCall = (operation, ref, run, onLateResult, arg) => {
+    const done = timed(operation, run, onLateResult, arg);
     if (!isThenable(done)) return done.ok ? done : Promise.reject(failed(operation, ref, done));
     return done.then((settled) => {
       if (settled.ok) return settled;

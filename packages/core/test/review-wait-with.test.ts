@@ -114,7 +114,7 @@ describe('idem.with(overrides)', () => {
     const started = performance.now();
     expectReject(await fast.begin(post()), 503, 'IDEMPOTENCY_STORE_UNAVAILABLE');
     expect(performance.now() - started).toBeLessThan(500);
-    const slow = base.begin(post({ key: '0190b7e2-5a5d-7c3e-8f00-1234567890ac' }));
+    const slow = Promise.resolve(base.begin(post({ key: '0190b7e2-5a5d-7c3e-8f00-1234567890ac' })));
     const raced = await Promise.race([
       slow.then(() => 'answered'),
       new Promise((r) => setTimeout(r, 100, 'pending')),
@@ -150,7 +150,7 @@ describe('idem.with(overrides)', () => {
     const derived = base.with({ storeTimeoutMs: undefined, inFlight: undefined });
     backend.inject('reserve', 'hang');
     const started = performance.now();
-    const answered = derived.begin(post());
+    const answered = Promise.resolve(derived.begin(post()));
     const raced = await Promise.race([
       answered.then(() => 'answered'),
       new Promise((r) => setTimeout(r, 300, 'pending')),

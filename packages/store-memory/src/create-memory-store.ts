@@ -77,8 +77,13 @@ export interface MemoryStore extends IdempotencyStore {
 
 const RECORD_OVERHEAD_BYTES = 256;
 
-// The scope's length first makes (scope, key) → id unambiguous whatever characters either holds.
-const idOf = (scope: string, key: string): string => `${scope.length}:${scope}${key}`;
+/**
+ * The id of (scope, key), unambiguous whatever characters either holds: the key itself where that cannot be
+ * read as anything else (no scope, and no `:` in the key, as in every UUID: no string is built per call), else
+ * the scope's length, `:`, the scope and the key (always with a `:`).
+ */
+export const idOf = (scope: string, key: string): string =>
+  scope === '' && key.indexOf(':') === -1 ? key : `${scope.length}:${scope}${key}`;
 
 /** (scope, key) order, by UTF-16 code units: a total order, the one `list` pages in. */
 const compareRefs = (a: RecordRef, b: RecordRef): number =>
@@ -184,11 +189,10 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): MemoryStore
     };
   };
 
-  /** The in-flight record of (scope, key) if `owner` holds it. */
-  const owned = (scope: string, key: string, owner: string): [string, IdempotencyRecord] | undefined => {
-    const id = idOf(scope, key);
+  /** The in-flight record of `id` if `owner` holds it. */
+  const owned = (id: string, owner: string): IdempotencyRecord | undefined => {
     const record = inFlight.get(id);
-    return record !== undefined && record.owner === owner ? [id, record] : undefined;
+    return record !== undefined && record.owner === owner ? record : undefined;
   };
 
   // Every method runs synchronously (the calls of a request answer so; the rest inside an async function):
@@ -204,9 +208,9 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): MemoryStore
       return inFlight.get(id) ?? completed.get(id);
     },
     finalize({ scope, key, owner, response }) {
-      const hit = owned(scope, key, owner);
-      if (hit === undefined) return false;
-      const [id, record] = hit;
+      const id = idOf(scope, key);
+      const record = owned(id, owner);
+      if (record === undefined) return false;
       const done: IdempotencyRecord = {
         scope: record.scope,
         key: record.key,
@@ -231,13 +235,14 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): MemoryStore
       return true;
     },
     release({ scope, key, owner }) {
-      const hit = owned(scope, key, owner);
-      return hit !== undefined && inFlight.delete(hit[0]);
+      const id = idOf(scope, key);
+      return owned(id, owner) !== undefined && inFlight.delete(id);
     },
     renewLease({ scope, key, owner, leaseUntilMs }) {
-      const hit = owned(scope, key, owner);
-      if (hit === undefined) return false;
-      inFlight.set(hit[0], { ...hit[1], leaseUntilMs });
+      const id = idOf(scope, key);
+      const record = owned(id, owner);
+      if (record === undefined) return false;
+      inFlight.set(id, { ...record, leaseUntilMs });
       return true;
     },
     async purgeExpired(params) {

@@ -12,6 +12,7 @@ import {
   systemClock,
 } from '@idem/core';
 import { LRUCache } from 'lru-cache';
+import { idOf } from './create-memory-store.js';
 
 /** Options of {@link withReplayCache}. */
 export interface ReplayCacheOptions {
@@ -41,7 +42,6 @@ const isThenable = <T>(value: MaybePromise<T>): value is PromiseLike<T> =>
   value !== null &&
   (typeof value === 'object' || typeof value === 'function') &&
   typeof (value as { then?: unknown }).then === 'function';
-const idOf = (scope: string, key: string): string => `${scope.length}:${scope}${key}`;
 const sizeOf = (record: IdempotencyRecord): number => {
   const { response } = record;
   let headers = 0;

@@ -105,3 +105,27 @@ describe('memory store bounds', () => {
     expect(result.outcome).toBe('reserved');
   });
 });
+
+describe('memory store record ids', () => {
+  test('(scope, key) pairs that would read alike as one string are distinct records', async () => {
+    const store = createMemoryStore({ sweepIntervalMs: false });
+    // An unscoped key is its own id unless it holds a ':'; a scoped one is length-prefixed.
+    const pairs = [
+      ['', '1:xy'],
+      ['x', 'y'],
+      ['', 'xy'],
+      ['', '0:xy'],
+      ['0', ':xy'],
+      ['1:x', 'y'],
+    ] as const;
+    for (const [scope, key] of pairs) {
+      const reserved = await store.reserve({ ...params(key), scope, owner: `${scope}|${key}` });
+      expect(reserved.outcome).toBe('reserved');
+    }
+    for (const [scope, key] of pairs) {
+      expect((await store.load({ scope, key }))?.owner).toBe(`${scope}|${key}`);
+      expect(await store.finalize({ scope, key, owner: `${scope}|${key}`, response, nowMs: 0 })).toBe(true);
+    }
+    expect(store.size).toBe(pairs.length);
+  });
+});
