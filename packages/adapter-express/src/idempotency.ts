@@ -1,8 +1,8 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { createIdempotency, type Execution, errorResponse } from '@idem/core';
+import { type BeginResult, createIdempotency, type Execution, errorResponse } from '@idem/core';
 import type { NodeIdempotencyOptions } from '@idem/node-http';
 import { bodyOfParsed, describeRequest, startExecution, writeResponse } from '@idem/node-http';
-import type { Request, RequestHandler } from 'express';
+import type { NextFunction, Request, RequestHandler, Response } from 'express';
 
 declare global {
   namespace Express {
@@ -70,24 +70,35 @@ export function idempotencyMiddleware(options: ExpressIdempotencyOptions): Reque
     const { method, originalUrl: url, headers } = req;
     const route = routeOf(req);
     const parts = { method, url, headers, route, body: bodyOf(req), scope: options.scope?.(req), host: req };
-    idem
-      .begin(describeRequest(idem, res, parts))
-      .then(async (result) => {
-        switch (result.action) {
-          case 'proceed':
-            return next();
-          case 'reject':
-            if (options.errors === 'next') return next(result.error);
-            return writeResponse(res, errorResponse(result.error, req, options.formatError));
-          case 'replay':
-            return writeResponse(res, result.response);
-          case 'execute':
-          case 'reserve-in-transaction':
-            if (!(await startExecution(result.execution, res))) return;
-            req.idempotency = result.execution;
-            return next();
-        }
-      })
-      .catch(next);
+    // `begin` answers synchronously for a synchronous store: then nothing here waits for a promise.
+    const begun = idem.begin(describeRequest(idem, res, parts));
+    if (begun instanceof Promise) begun.then((result) => act(result, req, res, next)).catch(next);
+    else act(begun, req, res, next);
   };
+
+  /** Act on what `begin` answered: send a refusal or a replay, or run the next handlers under the key. */
+  function act(result: BeginResult<Request>, req: Request, res: Response, next: NextFunction): void {
+    switch (result.action) {
+      case 'proceed':
+        next();
+        return;
+      case 'reject':
+        if (options.errors === 'next') next(result.error);
+        else writeResponse(res, errorResponse(result.error, req, options.formatError));
+        return;
+      case 'replay':
+        writeResponse(res, result.response);
+        return;
+      case 'execute':
+      case 'reserve-in-transaction': {
+        const started = startExecution(result.execution, res);
+        if (started === true) {
+          req.idempotency = result.execution;
+          next();
+        } else {
+          started.catch(next); // the client left: the key is being released, and nothing runs
+        }
+      }
+    }
+  }
 }

@@ -5,18 +5,15 @@ import { settleOnResponse } from './settle-on-response.js';
 
 /**
  * The `execute` branch on a Node.js response. When the client left while the key was being reserved, the
- * execution is aborted (the key released) and this resolves `false`: run nothing for nobody. Otherwise the
- * execution is settled by what happens to `res` ({@link settleOnResponse}, attached before this returns) and
- * this resolves `true`: run the handler.
+ * execution is aborted (the key released) and this returns a promise of `false`, fulfilled once the key is
+ * released: run nothing for nobody. Otherwise the execution is settled by what happens to `res`
+ * ({@link settleOnResponse}, attached before this returns) and this returns `true` at once: run the handler.
  *
  * @example
  * if (await startExecution(result.execution, res)) next();
  */
-export async function startExecution(execution: Execution, res: ServerResponse): Promise<boolean> {
-  if (isResponseGone(res)) {
-    await execution.abort();
-    return false;
-  }
+export function startExecution(execution: Execution, res: ServerResponse): true | Promise<false> {
+  if (isResponseGone(res)) return execution.abort().then(() => false);
   settleOnResponse(execution, res);
   return true;
 }
