@@ -1,5 +1,6 @@
 import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
 import {
+  type BeginResult,
   createIdempotency,
   type Execution,
   errorResponse,
@@ -179,12 +180,16 @@ class Interception implements Observer<unknown>, Unsubscribable {
     private readonly subscriber: Subscriber<unknown>,
   ) {
     this.#res = nodeResponse(response);
-    this.#start(idem, options).catch((error: unknown) => subscriber.error(error));
+    try {
+      this.#start(idem, options);
+    } catch (error) {
+      subscriber.error(error);
+    }
   }
 
-  async #start(idem: Idempotency<NestHttpRequest>, options: NestIdempotencyOptions): Promise<void> {
+  /** `begin`, and what it answered acted on: at once when it answered synchronously (a synchronous store). */
+  #start(idem: Idempotency<NestHttpRequest>, options: NestIdempotencyOptions): void {
     const { request } = this;
-    const res = this.#res;
     const parts = {
       method: request.method,
       url: request.originalUrl ?? request.url,
@@ -194,22 +199,41 @@ class Interception implements Observer<unknown>, Unsubscribable {
       scope: options.scope?.(request),
       host: request,
     };
-    const result = await idem.begin(describeRequest(idem, res, parts));
+    const begun = idem.begin(describeRequest(idem, this.#res, parts));
+    if (begun instanceof Promise) {
+      begun
+        .then((result) => this.#act(result, options))
+        .catch((error: unknown) => this.subscriber.error(error));
+    } else {
+      this.#act(begun, options);
+    }
+  }
+
+  #act(result: BeginResult<NestHttpRequest>, options: NestIdempotencyOptions): void {
+    const { request } = this;
+    const res = this.#res;
     switch (result.action) {
       case 'proceed':
-        return this.#run();
+        this.#run();
+        return;
       case 'reject':
         // Answered here: the handler does not run, and nothing is emitted for Nest to send.
         hijack(this.response);
-        return writeResponse(res, errorResponse(result.error, request, options.formatError));
+        writeResponse(res, errorResponse(result.error, request, options.formatError));
+        return;
       case 'replay':
         hijack(this.response);
-        return writeResponse(res, result.response);
+        writeResponse(res, result.response);
+        return;
     }
-    if (!(await startExecution(result.execution, res))) return; // the client left: run nothing
+    const started = startExecution(result.execution, res);
+    if (started !== true) {
+      started.catch((error: unknown) => this.subscriber.error(error)); // the client left: run nothing
+      return;
+    }
     this.#execution = result.execution;
     request.idempotency = result.execution;
-    return this.#run();
+    this.#run();
   }
 
   #run(): void {
