@@ -19,3 +19,12 @@ export function clientGoneSignal(res: ServerResponse): AbortSignal {
 export function isResponseGone(res: ServerResponse): boolean {
   return res.destroyed || res.socket?.destroyed === true;
 }
+
+/**
+ * `true` when the connection behind `res` is gone, an HTTP/2 response's stream included (it has no `destroyed`
+ * of its own): what the settlements check before they wait for a `close` that may have come already.
+ */
+export const isConnectionGone = (res: ServerResponse): boolean =>
+  res.destroyed === true ||
+  res.socket?.destroyed === true ||
+  (res as { stream?: { destroyed?: boolean } }).stream?.destroyed === true;

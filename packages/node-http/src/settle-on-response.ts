@@ -1,5 +1,6 @@
 import { ServerResponse } from 'node:http';
 import type { CapturedResponse, Execution, HeaderValue } from '@idem/core';
+import { isConnectionGone } from './client-gone.js';
 
 type Chunk = string | Uint8Array | null | undefined;
 
@@ -112,6 +113,22 @@ function patchPrototype(target: object): void {
   };
 }
 
+/** What a capture tells the settlement that owns it. */
+interface CaptureOwner {
+  /** The app (or its framework) ended the response. */
+  ended(): void;
+  /** Server code destroyed the response after its client left, before any status went out. */
+  brokenOffAfterLeaving(): void;
+  /** The handler wrote a body after its client left, before any status went out (see `awaitAnswer`). */
+  wroteAfterLeaving(): void;
+}
+
+/**
+ * `true` while a readable stream is piped into `res`: `Readable.prototype.pipe` listens for the destination's
+ * `unpipe` until the pipe is undone (nothing else listens for it on a response).
+ */
+const isPipedInto = (res: ServerResponse): boolean => res.listenerCount('unpipe') > 0;
+
 /**
  * What a handler writes to a Node.js response, recorded where it is really written: `writeHead`, `write` and
  * `end`, and so everything built on them (Express's `res.json`, Fastify's `reply.send` of strings, buffers,
@@ -133,6 +150,8 @@ class ResponseCapture {
   #headPassed = false;
   #sawBody = false;
   #inEnd = false;
+  /** The client left before any status: the next write is the handler's answer (`awaitAnswer`). */
+  #awaitingAnswer = false;
   /** The status as it went out on the status line: a framework may change `statusCode` after that. */
   #sentStatus: number | undefined;
   /** `true` once the handler (or its framework) called `end`: the response is complete as the app sees it. */
@@ -140,13 +159,13 @@ class ResponseCapture {
   /** `true` when server code destroyed the response while its connection was still open. */
   brokenOff = false;
 
-  readonly #owner: { ended(): void };
+  readonly #owner: CaptureOwner;
 
   /**
-   * @param owner told right after `end`
+   * @param owner told right after `end`, and of a destroy after the client left
    * @param bodyUnseen bytes of the body may have gone by before this capture began: the body is not kept
    */
-  constructor(res: ServerResponse, maxBodyBytes: number, owner: { ended(): void }, bodyUnseen: boolean) {
+  constructor(res: ServerResponse, maxBodyBytes: number, owner: CaptureOwner, bodyUnseen: boolean) {
     this.#owner = owner;
     this.#res = res;
     this.#maxBodyBytes = maxBodyBytes;
@@ -207,13 +226,26 @@ class ResponseCapture {
 
   destroy(res: ServerResponse, destroy: Method, passed: unknown[]): unknown {
     // Node does not destroy a response when its client leaves; server code that does so while the
-    // connection is still open is breaking the answer off.
-    if (!this.ended && res.socket !== null && res.socket?.destroyed === false) this.brokenOff = true;
+    // connection is still open is breaking the answer off. After the client left, before any status, it
+    // breaks off the answer that was still to come: there will be none.
+    if (!this.ended) {
+      if (res.socket !== null && res.socket?.destroyed === false) this.brokenOff = true;
+      else if (!res.headersSent) this.#owner.brokenOffAfterLeaving();
+    }
     return destroy.apply(res, passed);
+  }
+
+  /** The client left before any status: tell the owner of the next write, the handler's answer beginning. */
+  awaitAnswer(): void {
+    this.#awaitingAnswer = true;
   }
 
   write(res: ServerResponse, write: Method, passed: unknown[]): unknown {
     if (!this.#inEnd) this.#keep(passed[0] as Chunk, passed[1]);
+    if (this.#awaitingAnswer) {
+      this.#awaitingAnswer = false;
+      this.#owner.wroteAfterLeaving();
+    }
     return write.apply(res, passed);
   }
 
@@ -257,13 +289,18 @@ class ResponseCapture {
     this.#chunks.push(buffer);
   }
 
+  /** The status as it went out, or as it stands. */
+  get status(): number {
+    return this.#sentStatus ?? this.#res.statusCode;
+  }
+
   /** The response as written so far; `incomplete` marks a body that will never be whole. */
   snapshot(incomplete: boolean): CapturedResponse {
     const truncated = this.#truncated || incomplete;
     // A copy, never the app's own buffer: it may reuse it once the response is out.
     const body = truncated ? null : Buffer.concat(this.#chunks);
     return {
-      status: this.#sentStatus ?? this.#res.statusCode,
+      status: this.status,
       headers: { ...this.#headHeaders, ...(this.#res.getHeaders() as Record<string, HeaderValue>) },
       body: truncated ? null : body,
       bodyTruncated: truncated,
@@ -283,9 +320,12 @@ class ResponseCapture {
  *   body (a body cut short is never stored; the replay says it was omitted);
  * - the server breaks the response off before any status (a failed stream piped with `pipeline`, a
  *   `res.destroy()` while the connection is open) → `abort`: the key is released;
- * - the client leaves before any status → nothing is decided yet: the handler is still running, under its
- *   renewed lease, and its answer settles the key when it comes (the coordinator's `maxExecutionMs` bounds a
- *   handler that never answers).
+ * - the client leaves before any status → nothing is decided yet when the handler is still running (under its
+ *   renewed lease): its answer settles the key when it comes. An `end` is stored as above; a stream piped
+ *   into the response (`stream.pipeline(readable, res)`, `readable.pipe(res)`), whether it began before the
+ *   client left or after, or a body written, can no longer be written whole, so it settles the key at once
+ *   with its status and no body; a `res.destroy()` without any answer releases it. (The coordinator's
+ *   `maxExecutionMs` bounds a handler that never answers.)
  *
  * A framework that hands every answer over whole before writing it (Fastify's `onSend`) settles by that instead
  * ({@link settleHandedOver}), and comes here only for what it does not hand over.
@@ -294,13 +334,16 @@ class ResponseCapture {
  *
  * @param options.bodyUnseen bytes of the body may have been written before this call: the body is not stored
  * (the replay says it was omitted), the status and headers are
+ * @param options.answered the handler's answer is already given (its framework took a stream from it to write):
+ * a connection that closes before any status settles the key at once with its status and no body, since
+ * nothing else will be written
  */
 export function settleOnResponse(
   execution: Execution,
   res: ServerResponse,
-  options: { readonly bodyUnseen?: boolean } = {},
+  options: { readonly bodyUnseen?: boolean; readonly answered?: boolean } = {},
 ): void {
-  new Settlement(execution, res, options.bodyUnseen === true);
+  new Settlement(execution, res, options.bodyUnseen === true, options.answered === true);
 }
 
 /**
@@ -309,18 +352,26 @@ export function settleOnResponse(
  * to allocate in the old generation, where it keeps every request it points to alive past the young
  * collections.
  */
-class Settlement {
+class Settlement implements CaptureOwner {
   readonly #execution: Execution;
   readonly #res: ServerResponse;
   readonly #capture: ResponseCapture;
+  /** The handler's answer was handed over before the capture began (a stream its framework writes). */
+  readonly #answered: boolean;
   #settled = false;
+  /** How the response closed has been looked at. */
+  #closeSeen = false;
 
-  constructor(execution: Execution, res: ServerResponse, bodyUnseen: boolean) {
+  constructor(execution: Execution, res: ServerResponse, bodyUnseen: boolean, answered: boolean) {
     this.#execution = execution;
     this.#res = res;
+    this.#answered = answered;
     this.#capture = new ResponseCapture(res, execution.maxBodyBytes, this, bodyUnseen);
     // One listener: a response that ends is settled by its `end` (below); the close says how any other ended.
     res.on('close', () => this.#closed());
+    // A capture that begins after the connection closed (a framework's, for a reply hijacked then) waits for no
+    // close: it has come already.
+    if (isConnectionGone(res)) this.#closed();
   }
 
   /**
@@ -331,22 +382,52 @@ class Settlement {
     this.#settle(false);
   }
 
+  /** Called by the capture: server code destroyed the response after its client left, before any status. */
+  brokenOffAfterLeaving(): void {
+    this.#abort();
+  }
+
+  /**
+   * Called by the capture: the handler began to write its answer after its client left, before any status.
+   * Its bytes go nowhere, and a stream written so may never end (`stream.pipeline` writes a web stream or a
+   * generator's output itself, once, then gives up): settled with the status and no body, unless the answer
+   * ends at once (a `write` and an `end` in one go is stored whole).
+   */
+  wroteAfterLeaving(): void {
+    queueMicrotask(() => this.#settle(true));
+  }
+
   #settle(incomplete: boolean): void {
     if (this.#settled) return;
     this.#settled = true;
-    void this.#execution.finish(this.#capture.snapshot(incomplete));
+    // An answer with no body (1xx, 204, 304, an answer to HEAD) misses nothing when it is cut short.
+    const status = this.#capture.status;
+    const bodiless = status < 200 || status === 204 || status === 304 || this.#execution.method === 'HEAD';
+    void this.#execution.finish(this.#capture.snapshot(incomplete && !bodiless));
+  }
+
+  #abort(): void {
+    if (this.#settled) return;
+    this.#settled = true;
+    void this.#execution.abort();
   }
 
   #closed(): void {
+    if (this.#closeSeen) return;
+    this.#closeSeen = true;
     const res = this.#res;
     const capture = this.#capture;
     if (capture.ended) this.#settle(false);
     else if (res.headersSent) this.#settle(true);
-    else if (capture.brokenOff || (res.errored !== null && res.errored !== undefined)) {
-      if (this.#settled) return;
-      this.#settled = true;
-      void this.#execution.abort();
+    else if (capture.brokenOff || (res.errored !== null && res.errored !== undefined)) this.#abort();
+    // The client left before any status. An answer already given (a stream handed over, or piped in) can no
+    // longer be written: the work is done, its status is known, its body never went out.
+    else if (this.#answered || isPipedInto(res)) this.#settle(true);
+    // Otherwise the handler is still running: its answer settles the key when it comes: an `end`, a destroy,
+    // a stream piped into the response (told by the `pipe` it emits), or a first write.
+    else if (!this.#settled) {
+      capture.awaitAnswer();
+      res.once('pipe', () => this.#settle(true));
     }
-    // Otherwise the client left before any status: the handler's answer (its `end`) settles the key when it comes.
   }
 }
