@@ -1,7 +1,7 @@
 import type { BeginResult, Execution, IdempotencyOverrides } from '@idem/core';
 import { createIdempotency, errorResponse, type WholeResponse } from '@idem/core';
 import type { HandedOverSettlement, KeptBody, NodeIdempotencyOptions } from '@idem/node-http';
-import { describeRequest, isResponseGone, keepBody, settleHandedOver, writeResponse } from '@idem/node-http';
+import { describeRequest, isResponseGone, keepBody, settleHandedOver } from '@idem/node-http';
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest, RouteOptions } from 'fastify';
 import fp from 'fastify-plugin';
 
@@ -86,7 +86,7 @@ const idempotencyPlugin: FastifyPluginAsync<FastifyIdempotencyOptions> = async (
         done();
         return;
       case 'reject':
-        sendAnswer(reply, errorResponse(result.error, request, options.formatError));
+        sendReplay(reply, errorResponse(result.error, request, options.formatError));
         return;
       case 'replay':
         sendReplay(reply, result.response);
@@ -128,22 +128,10 @@ function hijackCaptured(this: FastifyReply): FastifyReply {
 export const fastifyIdempotency = fp(idempotencyPlugin, { fastify: '5.x', name: '@idem/adapter-fastify' });
 
 /**
- * Send a replay as the plugin does: the stored answer, byte for byte, with `idempotent-replayed: true`, such as
- * one an app reserving in its own transaction is handed there. It is written on `reply.raw` after
- * `reply.hijack()`, not through `reply.send`: the stored answer is what came out of the app's `onSend` hooks
- * when it was first sent, and a hook applied to it again (compression, an envelope) would change it. The
- * headers the app set on `reply` before (its `onRequest` hooks: CORS, a request id) go out with it, but for those
- * that frame the body, which are the stored answer's; its `onResponse` hooks and Fastify's request log run as
- * for any answer.
+ * Send a whole answer through `reply` as the plugin does, such as a replay (`idempotent-replayed: true`) that an
+ * app reserving in its own transaction is handed there.
  */
 export function sendReplay(reply: FastifyReply, response: WholeResponse): FastifyReply {
-  reply.hijack();
-  writeResponse(reply.raw, response, reply);
-  return reply;
-}
-
-/** Send a whole answer of the plugin's own (a refusal) through `reply`, and so through the app's hooks. */
-function sendAnswer(reply: FastifyReply, response: WholeResponse): FastifyReply {
   const { status, headers } = response;
   const body = response.body ?? undefined; // no body: send(null) would serialize `null`
   return reply.code(status).headers(headers).send(body);
