@@ -2,7 +2,7 @@ import { request as httpRequest } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { pipeline, Readable } from 'node:stream';
 import { captureRawBody, idempotencyMiddleware } from '@idem/adapter-express';
-import { settled } from '@idem/adapter-suite';
+import { postLeaving, settled } from '@idem/adapter-suite';
 import { createMemoryStore } from '@idem/store-memory';
 import compression from 'compression';
 import express, { type RequestHandler, type Response } from 'express';
@@ -31,46 +31,6 @@ const slowSource = (ms: number) =>
       yield '{"id":1}';
     })(),
   );
-
-interface Answer {
-  status: number;
-  replayed: string | undefined;
-  omitted: string | undefined;
-  body: string;
-}
-
-function post(base: string, key: string, leaveAfterMs?: number): Promise<Answer | undefined> {
-  return new Promise((resolve) => {
-    const req = httpRequest(
-      `${base}/orders`,
-      {
-        method: 'POST',
-        agent: false,
-        headers: { 'content-type': 'application/json', 'idempotency-key': key, 'content-length': 15 },
-      },
-      (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (chunk: Buffer) => chunks.push(chunk));
-        res.on('error', () => resolve(undefined));
-        res.on('end', () =>
-          resolve({
-            status: res.statusCode ?? 0,
-            replayed: res.headers['idempotent-replayed'] as string | undefined,
-            omitted: res.headers['idempotent-replay-body-omitted'] as string | undefined,
-            body: Buffer.concat(chunks).toString(),
-          }),
-        );
-      },
-    );
-    req.on('error', () => resolve(undefined));
-    req.end('{"item":"book"}');
-    if (leaveAfterMs !== undefined)
-      setTimeout(() => {
-        req.destroy();
-        resolve(undefined);
-      }, leaveAfterMs);
-  });
-}
 
 /**
  * An app whose first run of POST /orders does `first` (after `waitMs`: the client leaves meanwhile); later runs
@@ -141,12 +101,12 @@ describe.each([
       test(`${name}: settled at once with its status and no body; the retry replays that, the handler ran once`, async () => {
         const { store, base, runs, outcomes } = await start(factory, answer, { before });
         const key = v7();
-        await post(base, key, 30);
+        await postLeaving(base, key, 30);
         await delay(200);
         expect(outcomes).toHaveLength(1); // the pipeline ended (with the premature close of the response)
         const record = await store.load({ scope: '', key });
         expect(record?.response).toMatchObject({ status: 201, body: null, bodyOmitted: true });
-        const retry = await post(base, key);
+        const retry = await postLeaving(base, key);
         expect(retry).toMatchObject({ status: 201, replayed: 'true', omitted: 'true', body: '' });
         expect(runs()).toBe(1);
       });
@@ -163,12 +123,12 @@ describe.each([
       },
     );
     const key = v7();
-    await post(base, key, 80);
+    await postLeaving(base, key, 80);
     await delay(50);
     const record = await store.load({ scope: '', key });
     expect(record?.response).toMatchObject({ status: 201, body: null, bodyOmitted: true });
     await delay(300);
-    const retry = await post(base, key);
+    const retry = await postLeaving(base, key);
     expect(retry).toMatchObject({ status: 201, replayed: 'true', omitted: 'true' });
     expect(runs()).toBe(1);
   });
@@ -176,10 +136,10 @@ describe.each([
   test('the client leaves, then the handler destroys the response without any answer: released at once', async () => {
     const { store, base, runs } = await start(factory, (res) => res.destroy(), { before });
     const key = v7();
-    await post(base, key, 30);
+    await postLeaving(base, key, 30);
     await delay(150);
     expect(await store.load({ scope: '', key })).toBeUndefined();
-    const retry = await post(base, key);
+    const retry = await postLeaving(base, key);
     expect(retry).toMatchObject({ status: 201, replayed: undefined, body: '{"id":2}' });
     expect(runs()).toBe(2);
   });
@@ -195,10 +155,10 @@ describe.each([
       { before },
     );
     const key = v7();
-    await post(base, key, 30);
+    await postLeaving(base, key, 30);
     await delay(150);
     await settled(store, key);
-    const retry = await post(base, key);
+    const retry = await postLeaving(base, key);
     expect(retry).toMatchObject({ status: 201, replayed: 'true', body: '{"id":1}' });
     expect(runs()).toBe(1);
   });
@@ -208,10 +168,10 @@ describe.each([
       before,
     });
     const key = v7();
-    await post(base, key, 30);
+    await postLeaving(base, key, 30);
     await delay(150);
     await settled(store, key);
-    const retry = await post(base, key);
+    const retry = await postLeaving(base, key);
     expect(retry).toMatchObject({ status: 201, replayed: 'true', body: '{"id":1}' });
     expect(runs()).toBe(1);
   });
@@ -225,10 +185,10 @@ describe.each([
       });
     const { store, base, runs } = await start(factory, viaPipeline(failing), { waitMs: 0, before });
     const key = v7();
-    expect(await post(base, key)).toBeUndefined();
+    expect(await postLeaving(base, key)).toBeUndefined();
     await delay(50);
     expect(await store.load({ scope: '', key })).toBeUndefined();
-    expect((await post(base, key))?.status).toBe(201);
+    expect((await postLeaving(base, key))?.status).toBe(201);
     expect(runs()).toBe(2);
   });
 

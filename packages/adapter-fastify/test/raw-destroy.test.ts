@@ -1,8 +1,7 @@
-import { request as httpRequest } from 'node:http';
 import { connect } from 'node:http2';
 import { pipeline, Readable } from 'node:stream';
 import { fastifyIdempotency } from '@idem/adapter-fastify';
-import { settled } from '@idem/adapter-suite';
+import { postLeaving, settled } from '@idem/adapter-suite';
 import { createMemoryStore } from '@idem/store-memory';
 import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
 import { v7 } from 'uuid';
@@ -19,47 +18,6 @@ afterEach(async () => {
 });
 
 const delay = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-interface Answer {
-  status: number;
-  replayed: string | undefined;
-  omitted: string | undefined;
-  body: string;
-}
-
-/** A keyed POST; `undefined` when the connection was closed without an answer. */
-function post(url: string, key: string, leaveAfterMs?: number): Promise<Answer | undefined> {
-  return new Promise((resolve) => {
-    const req = httpRequest(
-      `${url}/orders`,
-      {
-        method: 'POST',
-        agent: false,
-        headers: { 'content-type': 'application/json', 'idempotency-key': key, 'content-length': 15 },
-      },
-      (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (chunk: Buffer) => chunks.push(chunk));
-        res.on('error', () => resolve(undefined));
-        res.on('end', () =>
-          resolve({
-            status: res.statusCode ?? 0,
-            replayed: res.headers['idempotent-replayed'] as string | undefined,
-            omitted: res.headers['idempotent-replay-body-omitted'] as string | undefined,
-            body: Buffer.concat(chunks).toString(),
-          }),
-        );
-      },
-    );
-    req.on('error', () => resolve(undefined));
-    req.end('{"item":"book"}');
-    if (leaveAfterMs !== undefined)
-      setTimeout(() => {
-        req.destroy();
-        resolve(undefined);
-      }, leaveAfterMs);
-  });
-}
 
 /** A route whose first run does `first` to the response; later runs answer 201. */
 async function start(first: (reply: FastifyReply) => Promise<unknown> | unknown) {
@@ -87,10 +45,10 @@ describe('the handler destroys reply.raw without hijacking it, and never answers
         return undefined; // nothing more: Fastify sends nothing on a destroyed socket
       });
       const key = v7();
-      expect(await post(url, key)).toBeUndefined();
+      expect(await postLeaving(url, key)).toBeUndefined();
       await delay(50);
       expect(await store.load({ scope: '', key })).toBeUndefined(); // released, not in flight
-      const retry = await post(url, key);
+      const retry = await postLeaving(url, key);
       expect(retry).toMatchObject({ status: 201, replayed: undefined, body: '{"id":2}' });
       expect(runs()).toBe(2);
     });
@@ -102,10 +60,10 @@ describe('the handler destroys reply.raw without hijacking it, and never answers
       reply.raw.destroy();
     });
     const key = v7();
-    await post(url, key, 30);
+    await postLeaving(url, key, 30);
     await delay(150);
     expect(await store.load({ scope: '', key })).toBeUndefined();
-    const retry = await post(url, key);
+    const retry = await postLeaving(url, key);
     expect(retry).toMatchObject({ status: 201, replayed: undefined });
     expect(runs()).toBe(2);
   });
@@ -161,9 +119,9 @@ describe('a destroy after an answer began or ended keeps what went out', () => {
       reply.raw.destroy();
     });
     const key = v7();
-    await post(url, key);
+    await postLeaving(url, key);
     await settled(store, key);
-    const retry = await post(url, key);
+    const retry = await postLeaving(url, key);
     expect(retry).toMatchObject({ status: 201, replayed: 'true', omitted: 'true' });
     expect(runs()).toBe(1);
   });
@@ -175,9 +133,9 @@ describe('a destroy after an answer began or ended keeps what went out', () => {
       return reply;
     });
     const key = v7();
-    await post(url, key);
+    await postLeaving(url, key);
     await settled(store, key);
-    const retry = await post(url, key);
+    const retry = await postLeaving(url, key);
     expect(retry).toMatchObject({ status: 201, replayed: 'true', body: '{"id":1}' });
     expect(runs()).toBe(1);
   });
@@ -199,14 +157,14 @@ describe('the client left before any status, then the handler hijacks the reply 
       pipeline(source, reply.raw, () => {});
     });
     const key = v7();
-    await post(url, key, 30);
+    await postLeaving(url, key, 30);
     await delay(150);
     expect((await store.load({ scope: '', key }))?.response).toMatchObject({
       status: 201,
       body: null,
       bodyOmitted: true,
     });
-    expect(await post(url, key)).toMatchObject({ status: 201, replayed: 'true', omitted: 'true' });
+    expect(await postLeaving(url, key)).toMatchObject({ status: 201, replayed: 'true', omitted: 'true' });
     expect(runs()).toBe(1);
   });
 
@@ -218,10 +176,10 @@ describe('the client left before any status, then the handler hijacks the reply 
       reply.raw.end('written');
     });
     const key = v7();
-    await post(url, key, 30);
+    await postLeaving(url, key, 30);
     await delay(150);
     await settled(store, key);
-    expect(await post(url, key)).toMatchObject({ status: 201, replayed: 'true', body: 'written' });
+    expect(await postLeaving(url, key)).toMatchObject({ status: 201, replayed: 'true', body: 'written' });
     expect(runs()).toBe(1);
   });
 });

@@ -30,7 +30,15 @@ export {
   startLossyProxy,
 } from './lossy-proxy.js';
 export { instrument, stores } from './stores.js';
-export { type MakeServer, newKey, type ServerConfig, type SuiteHarness, settled } from './support.js';
+export {
+  type LeavingAnswer,
+  type MakeServer,
+  newKey,
+  postLeaving,
+  type ServerConfig,
+  type SuiteHarness,
+  settled,
+} from './support.js';
 export {
   brokenResponse,
   lateResponse,

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { request as httpRequest } from 'node:http';
 import type { IdempotencyOptions, IdempotencyRecord, IdempotencyStore } from '@idem/core';
 import { v7 } from 'uuid';
 import { type Business, createBusiness } from './business.js';
@@ -163,4 +164,53 @@ export function serverRunner(makeServer: MakeServer, makeStore: () => Promise<Id
       process.off('uncaughtException', onCrash);
     }
   };
+}
+
+/** What {@link postLeaving} got: the status, the replay headers and the body. */
+export interface LeavingAnswer {
+  status: number;
+  replayed: string | undefined;
+  omitted: string | undefined;
+  body: string;
+}
+
+/**
+ * A keyed `POST {base}/orders` of a 15-byte JSON body on a connection of its own, whose client leaves (destroys
+ * the request) after `leaveAfterMs` if given: `undefined` when the connection closed without an answer.
+ */
+export function postLeaving(
+  base: string,
+  key: string,
+  leaveAfterMs?: number,
+): Promise<LeavingAnswer | undefined> {
+  return new Promise((resolve) => {
+    const req = httpRequest(
+      `${base}/orders`,
+      {
+        method: 'POST',
+        agent: false,
+        headers: { 'content-type': 'application/json', 'idempotency-key': key, 'content-length': 15 },
+      },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (chunk: Buffer) => chunks.push(chunk));
+        res.on('error', () => resolve(undefined));
+        res.on('end', () =>
+          resolve({
+            status: res.statusCode ?? 0,
+            replayed: res.headers['idempotent-replayed'] as string | undefined,
+            omitted: res.headers['idempotent-replay-body-omitted'] as string | undefined,
+            body: Buffer.concat(chunks).toString(),
+          }),
+        );
+      },
+    );
+    req.on('error', () => resolve(undefined));
+    req.end('{"item":"book"}');
+    if (leaveAfterMs !== undefined)
+      setTimeout(() => {
+        req.destroy();
+        resolve(undefined);
+      }, leaveAfterMs);
+  });
 }
