@@ -1,5 +1,5 @@
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import autocannon from 'autocannon';
 import { v7 } from 'uuid';
 
@@ -42,8 +42,16 @@ export async function startServer(
   return { url: `http://127.0.0.1:${port}`, child };
 }
 
-/** Requests per second of POST /orders with {@link orderBody}; `key` chooses the Idempotency-Key per request. */
-export async function load(url: string, key: (() => string) | undefined, seconds: number): Promise<number> {
+/**
+ * Requests per second of POST /orders with {@link orderBody}; `key` chooses the Idempotency-Key per request.
+ * `total`: the number of requests answered instead.
+ */
+export async function load(
+  url: string,
+  key: (() => string) | undefined,
+  seconds: number,
+  total = false,
+): Promise<number> {
   const result = await autocannon({
     url: `${url}/orders`,
     method: 'POST',
@@ -64,7 +72,7 @@ export async function load(url: string, key: (() => string) | undefined, seconds
   if (result.non2xx > 0 || result.errors > 0) {
     throw new Error(`${result.non2xx} non-2xx answers and ${result.errors} errors`);
   }
-  return result.requests.average;
+  return total ? result.requests.total : result.requests.average;
 }
 
 /** One POST /orders with {@link orderBody} and `key`: its status, content type and body. */
@@ -207,4 +215,57 @@ export function roundRows(rounds: Record<string, number[]>): [string, string][] 
     name,
     values.map((value) => `${Math.round(value).toLocaleString('en-US')} /s`).join(', '),
   ]);
+}
+
+/** CPU seconds (user + system) the process `pid` has used so far, from `/proc` (Linux), in clock ticks. */
+function cpuTicks(pid: number): number | undefined {
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
+    return Number(fields[11]) + Number(fields[12]); // utime, stime (fields 14 and 15 of the whole line)
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * CPU time per request of `b` over that of `a`, measured with both servers running at once on the same core
+ * under the same load (one load generator per server, `connections` each, from this process): whatever slows
+ * the machine slows both alike, which serial runs on a shared machine cannot promise. Each of `pairs` fresh pairs
+ * is loaded for 2 s, then measured in `windows` windows of `seconds`; a window's figure is
+ * `(b's CPU ÷ b's requests) ÷ (a's CPU ÷ a's requests)`. Returns the median over all windows, and every
+ * window's figure; `undefined` where `/proc` is not there to read.
+ */
+export async function pairedCpuRatio(
+  script: string,
+  a: ServerRun,
+  b: ServerRun,
+  { pairs = 2, windows = 5, seconds = 2 } = {},
+): Promise<{ median: number; windows: number[] } | undefined> {
+  const figures: number[] = [];
+  for (let pair = 0; pair < pairs; pair++) {
+    const [first, second] = await Promise.all([
+      startServer(script, a.variant),
+      startServer(script, b.variant),
+    ]);
+    try {
+      const pids = [first.child.pid as number, second.child.pid as number];
+      // (Under taskset, the child's pid is taskset's, which execs node in place: the same process.)
+      const runBoth = (duration: number) =>
+        Promise.all([load(first.url, a.key, duration, true), load(second.url, b.key, duration, true)]);
+      await runBoth(2);
+      for (let window = 0; window < windows; window++) {
+        const before = pids.map(cpuTicks);
+        const [requestsA, requestsB] = await runBoth(seconds);
+        const after = pids.map(cpuTicks);
+        if (before.includes(undefined) || after.includes(undefined)) return undefined;
+        const used = after.map((ticks, i) => (ticks as number) - (before[i] as number));
+        figures.push((used[1] as number) / requestsB / ((used[0] as number) / requestsA));
+      }
+    } finally {
+      first.child.kill();
+      second.child.kill();
+    }
+  }
+  const sorted = [...figures].sort((x, y) => x - y);
+  return { median: sorted[Math.floor((sorted.length - 1) / 2)] as number, windows: figures };
 }

@@ -9,6 +9,7 @@ import {
   compareWithBare,
   connections,
   orderBody,
+  pairedCpuRatio,
   roundRows,
   uuidv7,
 } from '../../../scripts/http-bench.js';
@@ -45,3 +46,20 @@ printTable(
   `requests per second in each round (rounds 2, 4, … run the variants in reverse order)`,
   roundRows(rounds),
 );
+
+// The same comparison as CPU time per request with the floor and idem running at once on one core under the same
+// load: steadier than the rates above on a shared machine, where one round can run at half the speed of the next.
+const paired = await pairedCpuRatio(
+  server,
+  { variant: 'floor', key: uuidv7 },
+  { variant: 'idem', key: uuidv7 },
+);
+if (paired !== undefined) {
+  printTable(
+    'CPU time per request, the floor and idem at once on one core (median of 2 pairs × 5 windows of 2 s)',
+    [
+      ['floor ÷ @idem (as "@idem / floor" above)', ratio(1 / paired.median)],
+      ['each window', paired.windows.map((figure) => (1 / figure).toFixed(2)).join(', ')],
+    ],
+  );
+}

@@ -2,7 +2,10 @@
 export interface Renewable {
   /** When the lease was last set, on the monotonic clock (ms). */
   readonly renewedAtMs: number;
-  /** Renew the lease now (the call reports its own outcome). */
+  /**
+   * Renew the lease now (the call reports its own outcome). It may remove only itself from the scheduler
+   * synchronously: the tick's loop relies on that.
+   */
   beat(): void;
   /** Where the scheduler holds it, or -1: the scheduler's own bookkeeping, starting at -1. */
   heartbeatSlot: number;

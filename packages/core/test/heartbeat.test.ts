@@ -48,4 +48,29 @@ describe('HeartbeatScheduler', () => {
     for (const e of all) scheduler.remove(e);
     expect(scheduler.size).toBe(0);
   });
+
+  it('keeps every slot consistent through random adds and removes', () => {
+    const scheduler = new HeartbeatScheduler(1_000);
+    const all = Array.from({ length: 200 }, () => execution(scheduler));
+    const inside = new Set<Renewable>();
+    let seed = 7;
+    const random = () => {
+      seed = (seed * 1103515245 + 12345) & 0x7fffffff;
+      return seed / 0x7fffffff;
+    };
+    for (let step = 0; step < 20_000; step++) {
+      const e = all[Math.floor(random() * all.length)] as Renewable;
+      if (random() < 0.5) {
+        scheduler.add(e);
+        inside.add(e);
+      } else {
+        scheduler.remove(e);
+        inside.delete(e);
+      }
+      expect(scheduler.size).toBe(inside.size);
+    }
+    for (const e of all) expect(e.heartbeatSlot === -1).toBe(!inside.has(e));
+    const slots = [...inside].map((e) => e.heartbeatSlot).sort((a, b) => a - b);
+    expect(slots).toEqual(slots.map((_, i) => i));
+  });
 });
