@@ -2,6 +2,7 @@ import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import autocannon from 'autocannon';
 import { v7 } from 'uuid';
+import { printTable, ratio } from './bench.js';
 
 /** A fresh UUIDv7 key, as a client mints one. */
 export const uuidv7 = (): string => v7();
@@ -268,4 +269,20 @@ export async function pairedCpuRatio(
   }
   const sorted = [...figures].sort((x, y) => x - y);
   return { median: sorted[Math.floor((sorted.length - 1) / 2)] as number, windows: figures };
+}
+
+/**
+ * Print {@link pairedCpuRatio} of `a` (the floor) and `b` (idem) as `a ÷ b`, the way the rate ratios above it
+ * read, with every window's figure; nothing where `/proc` cannot be read.
+ */
+export async function printPairedCpu(script: string, a: ServerRun, b: ServerRun): Promise<void> {
+  const paired = await pairedCpuRatio(script, a, b);
+  if (paired === undefined) return;
+  printTable(
+    'CPU time per request, the floor and idem at once on one core (median of 2 pairs × 5 windows of 2 s)',
+    [
+      ['floor ÷ @idem (as "@idem / floor" above)', ratio(1 / paired.median)],
+      ['each window', paired.windows.map((figure) => (1 / figure).toFixed(2)).join(', ')],
+    ],
+  );
 }

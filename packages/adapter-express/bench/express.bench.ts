@@ -11,7 +11,7 @@ import {
   connections,
   handlerRuns,
   orderBody,
-  pairedCpuRatio,
+  printPairedCpu,
   replayRun,
   roundRows,
   startServer,
@@ -82,19 +82,5 @@ printTable('20 concurrent requests with one key: handler runs', [
   ['@idem/adapter-express', String(await concurrentRuns('idem'))],
 ]);
 
-// The same comparison as CPU time per request with the floor and idem running at once on one core under the same
-// load: steadier than the rates above on a shared machine, where one round can run at half the speed of the next.
-const paired = await pairedCpuRatio(
-  server,
-  { variant: 'floor', key: uuidv7 },
-  { variant: 'idem', key: uuidv7 },
-);
-if (paired !== undefined) {
-  printTable(
-    'CPU time per request, the floor and idem at once on one core (median of 2 pairs × 5 windows of 2 s)',
-    [
-      ['floor ÷ @idem (as "@idem / floor" above)', ratio(1 / paired.median)],
-      ['each window', paired.windows.map((figure) => (1 / figure).toFixed(2)).join(', ')],
-    ],
-  );
-}
+// The same comparison as CPU time per request, the floor and idem at once on one core (steadier than the rates).
+await printPairedCpu(server, { variant: 'floor', key: uuidv7 }, { variant: 'idem', key: uuidv7 });

@@ -1,7 +1,6 @@
 import type { AddressInfo } from 'node:net';
 import { captureRawBody, idempotencyMiddleware } from '@idem/adapter-express';
-import type { IdempotencyStore, StoredResponse } from '@idem/core';
-import { createMemoryStore } from '@idem/store-memory';
+import { spiedStore } from '@idem/adapter-suite';
 import express from 'express';
 import express4 from 'express4';
 import { v7 } from 'uuid';
@@ -23,17 +22,6 @@ async function listen(app: ReturnType<Factory>): Promise<string> {
   await new Promise((resolve) => server.once('listening', resolve));
   closers.push(() => server.close());
   return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-}
-
-function spiedStore() {
-  const store = createMemoryStore({ sweepIntervalMs: false });
-  const finalized: StoredResponse[] = [];
-  const finalize = store.finalize.bind(store);
-  (store as IdempotencyStore).finalize = async (params) => {
-    finalized.push(params.response);
-    return finalize(params);
-  };
-  return { store, finalized };
 }
 
 const post = async (url: string, key: string) => {

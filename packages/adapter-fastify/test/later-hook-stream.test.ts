@@ -2,9 +2,7 @@ import { request as httpRequest } from 'node:http';
 import { PassThrough, pipeline, Readable } from 'node:stream';
 import { createGzip, gunzipSync } from 'node:zlib';
 import { fastifyIdempotency } from '@idem/adapter-fastify';
-import { settled } from '@idem/adapter-suite';
-import type { IdempotencyStore, StoredResponse } from '@idem/core';
-import { createMemoryStore } from '@idem/store-memory';
+import { settled, spiedStore } from '@idem/adapter-suite';
 import Fastify, { type FastifyInstance, type onSendHookHandler } from 'fastify';
 import { v7 } from 'uuid';
 import { afterEach, describe, expect, test } from 'vitest';
@@ -20,17 +18,6 @@ afterEach(async () => {
 });
 
 const delay = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-function spiedStore() {
-  const store = createMemoryStore({ sweepIntervalMs: false });
-  const finalized: StoredResponse[] = [];
-  const finalize = store.finalize.bind(store);
-  (store as IdempotencyStore).finalize = async (params) => {
-    finalized.push(params.response);
-    return finalize(params);
-  };
-  return { store, finalized };
-}
 
 /**
  * @fastify/compress's onSend hook, reduced: a callback hook that skips an answer already encoded, and pipes any

@@ -2,8 +2,7 @@ import { once } from 'node:events';
 import { connect } from 'node:http2';
 import { Readable } from 'node:stream';
 import { fastifyIdempotency } from '@idem/adapter-fastify';
-import type { IdempotencyStore, StoredResponse } from '@idem/core';
-import { createMemoryStore } from '@idem/store-memory';
+import { spiedStore } from '@idem/adapter-suite';
 import Fastify, { type FastifyInstance, type onSendHookHandler } from 'fastify';
 import { v7 } from 'uuid';
 import { afterEach, describe, expect, test } from 'vitest';
@@ -17,17 +16,6 @@ afterEach(async () => {
   await app?.close();
   app = undefined;
 });
-
-function spiedStore() {
-  const store = createMemoryStore({ sweepIntervalMs: false });
-  const finalized: StoredResponse[] = [];
-  const finalize = store.finalize.bind(store);
-  (store as IdempotencyStore).finalize = async (params) => {
-    finalized.push(params.response);
-    return finalize(params);
-  };
-  return { store, finalized };
-}
 
 const delay = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 

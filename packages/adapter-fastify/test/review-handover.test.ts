@@ -1,6 +1,5 @@
 import { fastifyIdempotency } from '@idem/adapter-fastify';
-import type { IdempotencyStore, StoredResponse } from '@idem/core';
-import { createMemoryStore } from '@idem/store-memory';
+import { spiedStore } from '@idem/adapter-suite';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { v7 } from 'uuid';
 import { afterEach, describe, expect, test } from 'vitest';
@@ -15,16 +14,6 @@ afterEach(async () => {
 });
 
 /** A memory store whose finalized responses are also kept here, as the store got them. */
-function spiedStore(options: Parameters<typeof createMemoryStore>[0] = {}) {
-  const store = createMemoryStore({ sweepIntervalMs: false, ...options });
-  const finalized: StoredResponse[] = [];
-  const finalize = store.finalize.bind(store);
-  (store as IdempotencyStore).finalize = async (params) => {
-    finalized.push(params.response);
-    return finalize(params);
-  };
-  return { store, finalized };
-}
 
 const settle = () => new Promise((resolve) => setTimeout(resolve, 30));
 

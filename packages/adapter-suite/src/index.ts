@@ -29,7 +29,7 @@ export {
   type LossyProxyStats,
   startLossyProxy,
 } from './lossy-proxy.js';
-export { instrument, stores } from './stores.js';
+export { instrument, spiedStore, stores } from './stores.js';
 export {
   type LeavingAnswer,
   type MakeServer,

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import type { IdempotencyStore, MaybePromise } from '@idem/core';
+import type { IdempotencyStore, MaybePromise, StoredResponse } from '@idem/core';
 import { createMemoryStore } from '@idem/store-memory';
 import { createRedisStore } from '@idem/store-redis';
 import { createSqlStore, ensureSchema } from '@idem/store-sql';
@@ -90,4 +90,16 @@ export function instrument(store: IdempotencyStore, mode: 'pass' | 'throw' | 'ha
     purgeExpired: wrap((p) => store.purgeExpired(p)),
   };
   return { store: wrapped, calls: () => calls };
+}
+
+/** A memory store (no sweep) that records the response of every `finalize` it is asked for, in order. */
+export function spiedStore(options: Parameters<typeof createMemoryStore>[0] = {}) {
+  const store = createMemoryStore({ sweepIntervalMs: false, ...options });
+  const finalized: StoredResponse[] = [];
+  const finalize = store.finalize.bind(store);
+  (store as IdempotencyStore).finalize = async (params) => {
+    finalized.push(params.response);
+    return finalize(params);
+  };
+  return { store, finalized };
 }
