@@ -4,8 +4,10 @@ import {
   createIdempotency,
   type Execution,
   errorResponse,
+  type HeaderValue,
   type Idempotency,
   type IdempotencyOverrides,
+  type WholeResponse,
 } from '@idem/core';
 import {
   bodyOfParsed,
@@ -218,12 +220,10 @@ class Interception implements Observer<unknown>, Unsubscribable {
         return;
       case 'reject':
         // Answered here: the handler does not run, and nothing is emitted for Nest to send.
-        hijack(this.response);
-        writeResponse(res, errorResponse(result.error, request, options.formatError));
+        sendWhole(this.response, res, errorResponse(result.error, request, options.formatError));
         return;
       case 'replay':
-        hijack(this.response);
-        writeResponse(res, result.response);
+        sendWhole(this.response, res, result.response);
         return;
     }
     const started = startExecution(result.execution, res);
@@ -264,10 +264,30 @@ class Interception implements Observer<unknown>, Unsubscribable {
   }
 }
 
-/** Fastify must be told that an answer written on its raw response is not its own to send. */
-function hijack(response: object): void {
-  const reply = response as { hijack?: () => void };
-  if (typeof reply.hijack === 'function') reply.hijack();
+/** The part of Fastify's reply that sends a whole answer (the response of platform-fastify). */
+interface FastifyReplyLike {
+  code(status: number): FastifyReplyLike;
+  headers(headers: Record<string, HeaderValue>): FastifyReplyLike;
+  send(body?: unknown): unknown;
+}
+const isFastifyReply = (response: object): response is FastifyReplyLike =>
+  'raw' in response && typeof (response as Partial<FastifyReplyLike>).send === 'function';
+
+/**
+ * Send a whole answer (a replay, a refusal) as the platform sends one: through Fastify's reply, which adds the
+ * headers it holds for this response (an `onRequest` hook's `reply.header`: a request id, CORS) and runs its
+ * `onSend` hooks, as the Fastify adapter's replays do; on Express, on the Node response, where such headers
+ * are set already.
+ */
+function sendWhole(response: object, res: ServerResponse, whole: WholeResponse): void {
+  if (isFastifyReply(response)) {
+    response
+      .code(whole.status)
+      .headers(whole.headers)
+      .send(whole.body ?? undefined); // no body: send(null) would serialize `null`
+  } else {
+    writeResponse(res, whole);
+  }
 }
 
 /** Options of {@link IdempotencyModule.forRootAsync}. */
