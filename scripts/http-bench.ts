@@ -228,21 +228,82 @@ function cpuTicks(pid: number): number | undefined {
   }
 }
 
+/** CPU time per request of `b` over that of `a`: the median over the windows, and each window's figure. */
+export interface CpuRatio {
+  readonly median: number;
+  readonly windows: number[];
+  /** The median CPU time per request of `a` and of `b`, µs. */
+  readonly microseconds: [number, number];
+}
+
+/** Clock ticks (`/proc`'s unit, 1/100 s on Linux) per request, in µs. */
+const TICK_US = 10_000;
+
+const median = (values: readonly number[]): number =>
+  [...values].sort((x, y) => x - y)[Math.floor((values.length - 1) / 2)] as number;
+
 /**
- * CPU time per request of `b` over that of `a`, measured with both servers running at once on the same core
- * under the same load (one load generator per server, `connections` each, from this process): whatever slows
- * the machine slows both alike, which serial runs on a shared machine cannot promise. Each of `pairs` fresh pairs
- * is loaded for 2 s, then measured in `windows` windows of `seconds`; a window's figure is
- * `(b's CPU ÷ b's requests) ÷ (a's CPU ÷ a's requests)`. Returns the median over all windows, and every
- * window's figure; `undefined` where `/proc` is not there to read.
+ * CPU time per request of `b` over that of `a`, both servers up at once on the same core and loaded **in
+ * turns**: `a` alone for `seconds`, then `b` alone (the order flipped every window), `windows` times, after 4 s
+ * of warm-up each. Each server has the core to itself while it is measured, as a server in production has, and
+ * the two windows of a pair are seconds apart, so that the machine's drift hits both alike. A window's figure is
+ * `(b's CPU ÷ b's requests) ÷ (a's CPU ÷ a's requests)`; CPU is user + system time from `/proc`, so a server the
+ * load generator cannot saturate is measured by its cost, not its rate. `undefined` where `/proc` is not there.
  */
-export async function pairedCpuRatio(
+export async function turnsCpuRatio(
+  script: string,
+  a: ServerRun,
+  b: ServerRun,
+  { windows = 12, seconds = 2 } = {},
+): Promise<CpuRatio | undefined> {
+  const runs = [a, b];
+  const servers = await Promise.all(runs.map((run) => startServer(script, run.variant)));
+  try {
+    // (Under taskset, the child's pid is taskset's, which execs node in place: the same process.)
+    const costOf = async (i: number, duration: number): Promise<number | undefined> => {
+      const server = servers[i] as Awaited<ReturnType<typeof startServer>>;
+      const pid = server.child.pid as number;
+      const before = cpuTicks(pid);
+      const requests = await load(server.url, (runs[i] as ServerRun).key, duration, true);
+      const after = cpuTicks(pid);
+      return before === undefined || after === undefined ? undefined : (after - before) / requests;
+    };
+    // Warm: the JIT has compiled the hot paths, and a bounded store is full (evicting, as it will be from then on).
+    for (const i of [0, 1]) await costOf(i, 4);
+    const figures: number[] = [];
+    const costs: [number[], number[]] = [[], []];
+    for (let window = 0; window < windows; window++) {
+      const order = window % 2 === 0 ? [0, 1] : [1, 0];
+      const cost: (number | undefined)[] = [];
+      for (const i of order) cost[i] = await costOf(i, seconds);
+      if (cost[0] === undefined || cost[1] === undefined) return undefined;
+      figures.push(cost[1] / cost[0]);
+      costs[0].push(cost[0] * TICK_US);
+      costs[1].push(cost[1] * TICK_US);
+    }
+    return { median: median(figures), windows: figures, microseconds: [median(costs[0]), median(costs[1])] };
+  } finally {
+    for (const server of servers) server.child.kill();
+  }
+}
+
+/**
+ * CPU time per request of `b` over that of `a`, measured with both servers running **at once** on the same
+ * core under the same load (one load generator per server, `connections` each, from this process). Each of
+ * `pairs` fresh pairs is loaded for 2 s, then measured in `windows` windows of `seconds`. The two processes
+ * take the core from each other thousands of times a second, and the one with the larger working set pays
+ * more for the caches the other left cold: a cost no server alone on its core pays (the floor's CPU per
+ * request is the same in turns and at once, idem's is ~15 % higher at once), so {@link turnsCpuRatio} is the
+ * figure; this one is printed beside it.
+ */
+export async function atOnceCpuRatio(
   script: string,
   a: ServerRun,
   b: ServerRun,
   { pairs = 2, windows = 5, seconds = 2 } = {},
-): Promise<{ median: number; windows: number[] } | undefined> {
+): Promise<CpuRatio | undefined> {
   const figures: number[] = [];
+  const costs: [number[], number[]] = [[], []];
   for (let pair = 0; pair < pairs; pair++) {
     const [first, second] = await Promise.all([
       startServer(script, a.variant),
@@ -250,7 +311,6 @@ export async function pairedCpuRatio(
     ]);
     try {
       const pids = [first.child.pid as number, second.child.pid as number];
-      // (Under taskset, the child's pid is taskset's, which execs node in place: the same process.)
       const runBoth = (duration: number) =>
         Promise.all([load(first.url, a.key, duration, true), load(second.url, b.key, duration, true)]);
       await runBoth(2);
@@ -261,28 +321,38 @@ export async function pairedCpuRatio(
         if (before.includes(undefined) || after.includes(undefined)) return undefined;
         const used = after.map((ticks, i) => (ticks as number) - (before[i] as number));
         figures.push((used[1] as number) / requestsB / ((used[0] as number) / requestsA));
+        costs[0].push(((used[0] as number) / requestsA) * TICK_US);
+        costs[1].push(((used[1] as number) / requestsB) * TICK_US);
       }
     } finally {
       first.child.kill();
       second.child.kill();
     }
   }
-  const sorted = [...figures].sort((x, y) => x - y);
-  return { median: sorted[Math.floor((sorted.length - 1) / 2)] as number, windows: figures };
+  return { median: median(figures), windows: figures, microseconds: [median(costs[0]), median(costs[1])] };
 }
 
 /**
- * Print {@link pairedCpuRatio} of `a` (the floor) and `b` (idem) as `a ÷ b`, the way the rate ratios above it
- * read, with every window's figure; nothing where `/proc` cannot be read.
+ * Print the CPU time per request of `a` (the floor) over `b` (idem), the way the rate ratios above it read:
+ * {@link turnsCpuRatio} (the figure) and {@link atOnceCpuRatio}, each with every window's figure; nothing where
+ * `/proc` cannot be read.
  */
-export async function printPairedCpu(script: string, a: ServerRun, b: ServerRun): Promise<void> {
-  const paired = await pairedCpuRatio(script, a, b);
-  if (paired === undefined) return;
+export async function printPairedCpu(script: string, a: ServerRun, b: ServerRun, label = ''): Promise<void> {
+  const turns = await turnsCpuRatio(script, a, b);
+  const atOnce = await atOnceCpuRatio(script, a, b);
+  if (turns === undefined || atOnce === undefined) return;
+  const windows = (ratios: CpuRatio) => ratios.windows.map((figure) => (1 / figure).toFixed(2)).join(', ');
+  const costs = ({ microseconds: [floor, idem] }: CpuRatio) =>
+    `floor ${floor.toFixed(1)} µs, @idem ${idem.toFixed(1)} µs (medians)`;
   printTable(
-    'CPU time per request, the floor and idem at once on one core (median of 2 pairs × 5 windows of 2 s)',
+    `CPU time per request${label}, floor ÷ @idem (as "@idem / floor" above), both servers up on one core`,
     [
-      ['floor ÷ @idem (as "@idem / floor" above)', ratio(1 / paired.median)],
-      ['each window', paired.windows.map((figure) => (1 / figure).toFixed(2)).join(', ')],
+      ['loaded in turns, each alone (median of 12 pairs of 2 s windows)', ratio(1 / turns.median)],
+      ['  each pair', windows(turns)],
+      ['  CPU per request', costs(turns)],
+      ['loaded at once, sharing the core (median of 2 pairs × 5 windows of 2 s)', ratio(1 / atOnce.median)],
+      ['  each window', windows(atOnce)],
+      ['  CPU per request', costs(atOnce)],
     ],
   );
 }

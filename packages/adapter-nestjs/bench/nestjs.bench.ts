@@ -9,6 +9,7 @@ import {
   connections,
   measureServers,
   orderBody,
+  printPairedCpu,
   replayRun,
   roundRows,
   uuidv7,
@@ -58,3 +59,10 @@ printTable(
   'requests per second in each round (rounds 2, 4, … run the variants in reverse order)',
   roundRows(perRound),
 );
+for (const [label, suffix] of [
+  ['platform-express', ''],
+  ['platform-fastify', '-fastify'],
+] as const) {
+  const floor = { variant: `floor${suffix}`, key: uuidv7 };
+  await printPairedCpu(server, floor, { variant: `idem${suffix}`, key: uuidv7 }, ` on ${label}`);
+}
