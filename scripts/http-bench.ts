@@ -292,9 +292,9 @@ export async function turnsCpuRatio(
  * core under the same load (one load generator per server, `connections` each, from this process). Each of
  * `pairs` fresh pairs is loaded for 2 s, then measured in `windows` windows of `seconds`. The two processes
  * take the core from each other thousands of times a second, and the one with the larger working set pays
- * more for the caches the other left cold: a cost no server alone on its core pays (the floor's CPU per
- * request is the same in turns and at once, idem's is ~15 % higher at once), so {@link turnsCpuRatio} is the
- * figure; this one is printed beside it.
+ * more for the caches the other left cold: a cost no server alone on its core pays (on Fastify the floor's CPU
+ * per request was 1–8 % higher at once than in turns, idem's 15–16 %), so {@link turnsCpuRatio} is the figure;
+ * this one is printed beside it.
  */
 export async function atOnceCpuRatio(
   script: string,
