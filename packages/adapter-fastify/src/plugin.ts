@@ -132,7 +132,11 @@ export const fastifyIdempotency = fp(idempotencyPlugin, { fastify: '5.x', name: 
  * app reserving in its own transaction is handed there.
  */
 export function sendReplay(reply: FastifyReply, response: WholeResponse): FastifyReply {
-  const { status, headers } = response;
-  const body = response.body ?? undefined; // no body: send(null) would serialize `null`
-  return reply.code(status).headers(headers).send(body);
+  const { status, headers, body } = response;
+  // Bytes, which Fastify sends as they are: a string would go through a serializer the app set on the reply
+  // (`reply.serializer`), and a JSON error body would be encoded twice. No body: send(null) would send `null`.
+  return reply
+    .code(status)
+    .headers(headers)
+    .send(typeof body === 'string' ? Buffer.from(body) : (body ?? undefined));
 }

@@ -281,10 +281,13 @@ const isFastifyReply = (response: object): response is FastifyReplyLike =>
  */
 function sendWhole(response: object, res: ServerResponse, whole: WholeResponse): void {
   if (isFastifyReply(response)) {
+    // Bytes, which Fastify sends as they are: a string would go through a serializer the app set on the reply
+    // (`reply.serializer`), and a JSON error body would be encoded twice. No body: send(null) would send `null`.
+    const { body } = whole;
     response
       .code(whole.status)
       .headers(whole.headers)
-      .send(whole.body ?? undefined); // no body: send(null) would serialize `null`
+      .send(typeof body === 'string' ? Buffer.from(body) : (body ?? undefined));
   } else {
     writeResponse(res, whole);
   }

@@ -1,14 +1,22 @@
 /** Review of 8a1c68e: replays/refusals through Fastify's reply on platform-fastify. */
-import { stores } from '@idem/adapter-suite';
+
+import { gzipSync } from 'node:zlib';
 import { IdempotencyModule } from '@idem/adapter-nestjs';
+import { stores } from '@idem/adapter-suite';
 import type { IdempotencyStore } from '@idem/core';
-import { Controller, Header, HttpCode, type INestApplication, Module, Post, type DynamicModule } from '@nestjs/common';
+import {
+  Controller,
+  type DynamicModule,
+  Header,
+  HttpCode,
+  type INestApplication,
+  Post,
+} from '@nestjs/common';
 import type { NestFastifyApplication } from '@nestjs/platform-fastify';
-import Fastify from 'fastify';
+import type { FastifyInstance } from 'fastify';
 import 'reflect-metadata';
 import { v7 } from 'uuid';
 import { afterEach, describe, expect, test } from 'vitest';
-import { fastifyIdempotency } from '../../adapter-fastify/dist/index.js';
 import { closeApps, platforms, post, sleep, startApp } from './review-helpers.js';
 
 afterEach(closeApps);
@@ -17,14 +25,29 @@ const BIN = Uint8Array.from([0, 1, 2, 255, 254, 0x1f, 0x8b, 10, 13, 0]);
 let runs = 0;
 @Controller()
 class C {
-  @Post('json') json() { runs++; return { run: runs, s: 'é€' }; }
-  @Post('bin') @Header('content-type', 'application/octet-stream') bin() { runs++; return Buffer.from(BIN); }
-  @Post('empty') @HttpCode(204) empty() { runs++; }
-  @Post('emptystr') @HttpCode(200) @Header('content-type', 'text/plain') emptystr() { runs++; return ''; }
-  @Post('gz') @Header('content-type', 'text/plain') @Header('content-encoding', 'gzip') gz() {
-    runs++; return require('node:zlib').gzipSync('hello');
+  @Post('json') json() {
+    runs++;
+    return { run: runs, s: 'é€' };
   }
-  @Post('csv') @Header('content-type', 'text/csv') @Header('x-deco', 'd') csv() { runs++; return 'a,b'; }
+  @Post('bin') @Header('content-type', 'application/octet-stream') bin() {
+    runs++;
+    return Buffer.from(BIN);
+  }
+  @Post('empty') @HttpCode(204) empty() {
+    runs++;
+  }
+  @Post('emptystr') @HttpCode(200) @Header('content-type', 'text/plain') emptystr() {
+    runs++;
+    return '';
+  }
+  @Post('gz') @Header('content-type', 'text/plain') @Header('content-encoding', 'gzip') gz() {
+    runs++;
+    return gzipSync('hello');
+  }
+  @Post('csv') @Header('content-type', 'text/csv') @Header('x-deco', 'd') csv() {
+    runs++;
+    return 'a,b';
+  }
 }
 const mod = (store: IdempotencyStore, extra: object = {}): DynamicModule => ({
   module: class M {},
@@ -41,35 +64,23 @@ async function twice(url: string, path: string, key = v7()) {
   const bb = new Uint8Array(await b.arrayBuffer());
   return { a, ab, b, bb };
 }
-/** adapter-fastify reference app with the same routes. */
-async function refApp(store: IdempotencyStore, setup?: (f: ReturnType<typeof Fastify>) => void, extra: object = {}) {
-  const f = Fastify();
-  setup?.(f);
-  await f.register(fastifyIdempotency, { store, ...extra });
-  f.post('/json', async () => { runs++; return { run: runs, s: 'é€' }; });
-  f.post('/bin', async (_r, reply) => { runs++; reply.type('application/octet-stream'); return Buffer.from(BIN); });
-  f.post('/empty', async (_r, reply) => { runs++; reply.code(204); return reply.send(); });
-  f.post('/csv', async (_r, reply) => { runs++; reply.type('text/csv'); return 'a,b'; });
-  await f.listen({ port: 0, host: '127.0.0.1' });
-  const addr = f.server.address() as { port: number };
-  return { f, url: `http://127.0.0.1:${addr.port}` };
-}
-
 for (const [storeName, make] of Object.entries(stores)) {
   describe.each(platforms)(`store ${storeName}, platform-%s`, (platform) => {
-    test.skipIf(platform === 'express')('binary body replay: bytes, content-type, content-length, replayed header once', async () => {
-      const store = await make();
-      const { url } = await startApp(platform, mod(store) as never);
-      const { a, ab, b, bb } = await twice(url, 'bin');
-      expect(a.status).toBe(201);
-      expect(Array.from(ab)).toEqual(Array.from(BIN));
-      expect(b.status).toBe(201);
-      expect(Array.from(bb)).toEqual(Array.from(BIN));
-      expect(b.headers.get('content-type')).toBe(a.headers.get('content-type'));
-      expect(b.headers.get('content-length')).toBe(String(BIN.length));
-      expect(b.headers.get('idempotent-replayed')).toBe('true');
-      await store.close?.();
-    });
+    // (Nest on Express sends a returned Buffer as JSON, so these bodies cannot be made there.)
+    if (platform === 'fastify')
+      test('binary body replay: bytes, content-type, content-length, replayed header once', async () => {
+        const store = await make();
+        const { url } = await startApp(platform, mod(store) as never);
+        const { a, ab, b, bb } = await twice(url, 'bin');
+        expect(a.status).toBe(201);
+        expect(Array.from(ab)).toEqual(Array.from(BIN));
+        expect(b.status).toBe(201);
+        expect(Array.from(bb)).toEqual(Array.from(BIN));
+        expect(b.headers.get('content-type')).toBe(a.headers.get('content-type'));
+        expect(b.headers.get('content-length')).toBe(String(BIN.length));
+        expect(b.headers.get('idempotent-replayed')).toBe('true');
+        await store.close?.();
+      });
     test('json replay equal, content-type & content-length', async () => {
       const store = await make();
       const { url } = await startApp(platform, mod(store) as never);
@@ -82,7 +93,7 @@ for (const [storeName, make] of Object.entries(stores)) {
     test('204 replay, no body', async () => {
       const store = await make();
       const { url } = await startApp(platform, mod(store) as never);
-      const { a, ab, b, bb } = await twice(url, 'empty');
+      const { a, b, bb } = await twice(url, 'empty');
       expect(a.status).toBe(204);
       expect(b.status).toBe(204);
       expect(bb.length).toBe(0);
@@ -94,7 +105,7 @@ for (const [storeName, make] of Object.entries(stores)) {
     test('200 with empty string body replay', async () => {
       const store = await make();
       const { url } = await startApp(platform, mod(store) as never);
-      const { a, ab, b, bb } = await twice(url, 'emptystr');
+      const { a, b, bb } = await twice(url, 'emptystr');
       expect(a.status).toBe(200);
       expect(b.status).toBe(200);
       expect(bb.length).toBe(0);
@@ -106,16 +117,18 @@ for (const [storeName, make] of Object.entries(stores)) {
 }
 
 describe.each(platforms)('platform-%s misc', (platform) => {
-  test.skipIf(platform === 'express')('stored content-encoding gzip body replayed intact', async () => {
-    const { createMemoryStore } = await import('@idem/store-memory');
-    const { url } = await startApp(platform, mod(createMemoryStore()) as never);
-    const key = v7();
-    const a = await post(`${url}/gz`, key, {});
-    const b = await post(`${url}/gz`, key, {});
-    expect(await a.text()).toBe('hello');
-    expect(b.headers.get('content-encoding')).toBe('gzip');
-    expect(await b.text()).toBe('hello');
-  });
+  // (Nest on Express sends a returned Buffer as JSON, so these bodies cannot be made there.)
+  if (platform === 'fastify')
+    test('stored content-encoding gzip body replayed intact', async () => {
+      const { createMemoryStore } = await import('@idem/store-memory');
+      const { url } = await startApp(platform, mod(createMemoryStore()) as never);
+      const key = v7();
+      const a = await post(`${url}/gz`, key, {});
+      const b = await post(`${url}/gz`, key, {});
+      expect(await a.text()).toBe('hello');
+      expect(b.headers.get('content-encoding')).toBe('gzip');
+      expect(await b.text()).toBe('hello');
+    });
   test('@Header decorator headers & refusal content-type over decorated content-type', async () => {
     const { createMemoryStore } = await import('@idem/store-memory');
     const { url } = await startApp(platform, mod(createMemoryStore()) as never);
@@ -143,7 +156,10 @@ describe.each(platforms)('platform-%s misc', (platform) => {
   });
   test('enableCors: CORS headers on replay and refusal', async () => {
     const { createMemoryStore } = await import('@idem/store-memory');
-    const { url } = await startApp(platform, mod(createMemoryStore()) as never, { setup: (app) => app.enableCors({ origin: 'https://a.example', exposedHeaders: ['idempotent-replayed'] }) });
+    const { url } = await startApp(platform, mod(createMemoryStore()) as never, {
+      setup: (app) =>
+        app.enableCors({ origin: 'https://a.example', exposedHeaders: ['idempotent-replayed'] }),
+    });
     const key = v7();
     const h = { headers: { origin: 'https://a.example' } };
     await post(`${url}/json`, key, {}, h);
@@ -172,7 +188,13 @@ describe.each(platforms)('platform-%s misc', (platform) => {
     const { createMemoryStore } = await import('@idem/store-memory');
     const base = createMemoryStore();
     let delay = 0;
-    const store: IdempotencyStore = { ...base, reserve: async (p) => { if (delay) await sleep(delay); return base.reserve(p); } };
+    const store: IdempotencyStore = {
+      ...base,
+      reserve: async (p) => {
+        if (delay) await sleep(delay);
+        return base.reserve(p);
+      },
+    };
     const errors: unknown[] = [];
     const onErr = (e: unknown) => errors.push(e);
     process.on('unhandledRejection', onErr);
@@ -200,23 +222,21 @@ describe.each(platforms)('platform-%s misc', (platform) => {
   });
 });
 
-describe('fastify hooks: nest vs adapter-fastify', () => {
-  const kinds = ['nest', 'ref'] as const;
-  async function start(kind: (typeof kinds)[number], setup: (f: any) => void, extra: object = {}) {
+describe('Fastify hooks on replays and refusals, platform-fastify (as @idem/adapter-fastify has them)', () => {
+  async function start(setup: (f: FastifyInstance) => void, extra: object = {}) {
     const { createMemoryStore } = await import('@idem/store-memory');
-    const store = createMemoryStore();
-    if (kind === 'ref') {
-      const { f, url } = await refApp(store, setup, extra);
-      return { url, close: () => f.close() };
-    }
-    const { url } = await startApp('fastify', mod(store, extra) as never, { setup: (app) => setup(fastifyOf(app)) });
+    const { url } = await startApp('fastify', mod(createMemoryStore(), extra) as never, {
+      setup: (app) => setup(fastifyOf(app)),
+    });
     return { url, close: async () => {} };
   }
-  test.each(kinds)('%s: onSend rewriting payload applies on replay (string payload seen)', async (kind) => {
+  test('onSend hooks run on a replay, and see its bytes', async () => {
     const seen: string[] = [];
-    const { url, close } = await start(kind, (f) =>
-      f.addHook('onSend', async (_q: unknown, reply: any, payload: unknown) => {
-        seen.push(typeof payload === 'string' ? 'string' : Buffer.isBuffer(payload) ? 'buffer' : typeof payload);
+    const { url, close } = await start((f) =>
+      f.addHook('onSend', async (_q, reply, payload) => {
+        seen.push(
+          typeof payload === 'string' ? 'string' : Buffer.isBuffer(payload) ? 'buffer' : typeof payload,
+        );
         reply.header('x-onsend', '1');
         return payload;
       }),
@@ -226,12 +246,12 @@ describe('fastify hooks: nest vs adapter-fastify', () => {
     const b = await post(`${url}/json`, key, {});
     expect(await b.text()).toBe(await a.text());
     expect(b.headers.get('x-onsend')).toBe('1');
-    console.log(kind, 'onSend payload kinds', seen);
+    expect(seen).toEqual(['string', 'buffer']); // the first answer as Fastify serialized it; the replay's bytes
     await close();
   });
-  test.each(kinds)('%s: onSend throwing on replay -> 500, nothing hangs', async (kind) => {
+  test('onSend throwing on replay -> 500, nothing hangs', async () => {
     let n = 0;
-    const { url, close } = await start(kind, (f) =>
+    const { url, close } = await start((f) =>
       f.addHook('onSend', async (_q: unknown, _r: unknown, payload: unknown) => {
         if (++n === 2) throw new Error('boom');
         return payload;
@@ -240,19 +260,17 @@ describe('fastify hooks: nest vs adapter-fastify', () => {
     const key = v7();
     await (await post(`${url}/json`, key, {})).text();
     const b = await post(`${url}/json`, key, {}, { signal: AbortSignal.timeout(3000) });
-    console.log(kind, 'onSend throw ->', b.status, [...b.headers].join(' | '), await b.text());
     expect(b.status).toBe(500);
     await close();
   });
-  test.each(kinds)('%s: reply.serializer set in onRequest; refusal body not double-serialized', async (kind) => {
-    const { url, close } = await start(kind, (f) =>
-      f.addHook('onRequest', async (_q: unknown, reply: any) => {
+  test('reply.serializer set in onRequest; refusal body not double-serialized', async () => {
+    const { url, close } = await start((f) =>
+      f.addHook('onRequest', async (_q, reply) => {
         reply.serializer((x: unknown) => JSON.stringify(x));
       }),
     );
     const r = await post(`${url}/json`, 'not-a-uuid', {});
     const t = await r.text();
-    console.log(kind, 'serializer refusal ->', r.status, t);
     expect(r.status).toBe(400);
     expect(typeof JSON.parse(t)).toBe('object');
     const key = v7();
@@ -260,14 +278,13 @@ describe('fastify hooks: nest vs adapter-fastify', () => {
     const at = await a.text();
     const b = await post(`${url}/json`, key, {});
     const bt = await b.text();
-    console.log(kind, 'serializer replay ->', at, bt);
     expect(bt).toBe(at);
     await close();
   });
-  test.each(kinds)('%s: preSerialization hook not run on replay (payload already bytes)', async (kind) => {
+  test('preSerialization hook not run on replay (payload already bytes)', async () => {
     let calls = 0;
-    const { url, close } = await start(kind, (f) =>
-      f.addHook('preSerialization', async (_q: unknown, _r: unknown, payload: any) => {
+    const { url, close } = await start((f) =>
+      f.addHook('preSerialization', async (_q, _r, payload) => {
         calls++;
         return { wrapped: payload };
       }),
@@ -277,8 +294,8 @@ describe('fastify hooks: nest vs adapter-fastify', () => {
     const at = await a.text();
     const b = await post(`${url}/json`, key, {});
     const bt = await b.text();
-    console.log(kind, 'preSerialization calls', calls, at, bt);
     expect(bt).toBe(at);
+    expect(calls).toBe(1); // the first answer's serialization; the replay is bytes already
     await close();
   });
 });
