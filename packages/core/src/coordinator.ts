@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { type Decision, decide, reserveParams, storeLimitError } from './decision.js';
+import { type Decision, decide, isCompleted, reserveParams, storeLimitError } from './decision.js';
 import {
   IdemBodyUnseenError,
   type IdemError,
@@ -8,6 +8,7 @@ import {
   IdemKeyInvalidError,
   IdemKeyMissingError,
   IdemKeyReusedError,
+  IdemStoreUnavailableError,
 } from './errors.js';
 import { hasListeners, type IdempotencyEventListeners, safeListener } from './events.js';
 import {
@@ -28,6 +29,7 @@ import {
 } from './fingerprint.js';
 import { HeartbeatScheduler } from './heartbeat.js';
 import { type KeyFormat, parseIdempotencyKey } from './key-format.js';
+import { decideReservation } from './reservation.js';
 import {
   DEFAULT_MAX_BODY_BYTES,
   DEFAULT_REPLAY_HEADERS,
@@ -38,6 +40,7 @@ import {
 import { Deadlines, isThenable, storeCalls, type Timed } from './store-call.js';
 import {
   type Clock,
+  type IdempotencyRecord,
   type IdempotencyStore,
   type MaybePromise,
   type ReserveParams,
@@ -126,6 +129,15 @@ export interface IdempotencyOptions<Host = unknown> {
    * @default 'begin'
    */
   readonly reserveIn?: 'begin' | 'transaction';
+  /**
+   * With `reserveIn: 'transaction'`: read the key's record (`store.load`) before handing the request to the
+   * handler, and answer a completed one there (its replay, or the refusal of a key used for another request)
+   * without running the handler or opening a transaction. A retry then costs one read instead of a
+   * transaction; a fresh key costs that read more. Anything else the read finds (nothing, a record in flight or
+   * expired, a store fault, unreported) is left to the transaction to decide, as without it. A store with a replay cache
+   * answers the read from there, and keeps the completed records it reads. @default false
+   */
+  readonly readBeforeTransaction?: boolean;
   readonly statuses?: Partial<AnswerStatuses>;
   /** The `Retry-After` value (s) of 409 and 503 answers. @default 1 */
   readonly retryAfterSeconds?: number;
@@ -148,7 +160,9 @@ export interface IdempotencyOptions<Host = unknown> {
   readonly redact?: (response: StoredResponse, context: RecordContext<Host>) => StoredResponse;
   /**
    * Build the replay from current state instead of the stored bytes; return `undefined` to replay what was
-   * stored.
+   * stored. If it throws, the stored answer is replayed (a `hook-error` event tells), except for an
+   * {@link IdemStoreUnavailableError}: what the replay needs cannot be read now, and the answer is the
+   * retryable `storeUnavailable` status (503) with its message.
    */
   readonly rebuildReplay?: (
     stored: StoredResponse,
@@ -301,6 +315,7 @@ function coordinator<Host>(options: IdempotencyOptions<Host>, timers: Timers): I
   }
   const waits = inFlight.strategy === 'wait';
   const reserveInTransaction = options.reserveIn === 'transaction';
+  const readFirst = reserveInTransaction && options.readBeforeTransaction === true;
   const statuses: AnswerStatuses = { ...DEFAULT_STATUSES, ...options.statuses };
   /** The status of a key held in flight: when a request may not wait, or waited as long as it may. */
   const inProgressStatus = waits ? (inFlight.timeoutStatus ?? statuses.inProgress) : statuses.inProgress;
@@ -408,6 +423,18 @@ function coordinator<Host>(options: IdempotencyOptions<Host>, timers: Timers): I
             ? await options.rebuildReplay(stored, contextOf(attempt))
             : undefined;
         } catch (error) {
+          // What the replay needs could not be read now (the hook says so with this error): the retry may get it.
+          if (error instanceof IdemStoreUnavailableError) {
+            const { message } = error;
+            return {
+              action: 'reject',
+              error: new IdemStoreUnavailableError(message, {
+                cause: error,
+                status: statuses.storeUnavailable,
+                retryAfterSeconds,
+              }),
+            };
+          }
           // The stored answer is still the right one; a newer view of it was only a courtesy.
           const { scope, key, method, route } = attempt;
           emit({ type: 'hook-error', hook: 'rebuildReplay', error, scope, key, method, route });
@@ -594,20 +621,55 @@ function coordinator<Host>(options: IdempotencyOptions<Host>, timers: Timers): I
   /** `begin` with the attempt made: reserve the key (or leave that to the host's transaction) and answer. */
   function reserveFor(attempt: Attempt<Host>): BeginResult<Host> | Promise<BeginResult<Host>> {
     if (reserveInTransaction) {
+      if (readFirst) {
+        // One read (a store with a replay cache answers it from there, and keeps what it reads).
+        const read = calls.timed('load', loadIn, undefined, attempt);
+        return isThenable(read) ? read.then((found) => afterRead(found, attempt)) : afterRead(read, attempt);
+      }
       // A completed record kept in memory answers before any transaction (the store's own reserve would).
       const cached = store.replayCache?.get(attempt, clock.nowMs());
-      if (cached !== undefined) {
-        const found = { ok: true, value: { outcome: 'exists', record: cached } } as const;
-        return answer(decide(found, attempt.fingerprint), attempt, 0, false);
-      }
-      // Reserved later, by the handler, inside its own transaction.
-      const execution = new KeyedExecution(runtime, attempt, 'transactional', false);
-      return { action: 'reserve-in-transaction', execution: execution as TransactionalExecution<Host> };
+      if (cached !== undefined) return answerCompleted(cached, attempt, 0);
+      return inTransaction(attempt);
     }
     const reserving = reserve(attempt);
     return isThenable(reserving)
       ? reserving.then((found) => reserved(found, attempt))
       : reserved(reserving, attempt);
+  }
+
+  /** Handed to the handler, which reserves the key inside its own transaction. */
+  const inTransaction = (attempt: Attempt<Host>): BeginResult<Host> => {
+    const execution = new KeyedExecution(runtime, attempt, 'transactional', false);
+    return { action: 'reserve-in-transaction', execution: execution as TransactionalExecution<Host> };
+  };
+
+  /** A completed record found before any transaction, answered as a reserve that found it would be. */
+  const answerCompleted = (record: IdempotencyRecord, attempt: Attempt<Host>, durationMs: number) => {
+    const found = { ok: true, value: { outcome: 'exists', record } } as const;
+    return answer(decide(found, attempt.fingerprint), attempt, durationMs, false);
+  };
+
+  const loadIn = (attempt: Attempt<Host>): MaybePromise<IdempotencyRecord | undefined> =>
+    store.load({ scope: attempt.scope, key: attempt.key });
+
+  /**
+   * What the read before the transaction found: a completed record that a reserve would keep is answered now;
+   * anything else goes to the transaction, which decides under its lock. A fault of the read is left to the
+   * transaction too, unreported: the read decides nothing, and the transaction meets the store again (and
+   * reports what it meets), so that one request's outage is one event.
+   */
+  function afterRead(
+    found: Timed<IdempotencyRecord | undefined>,
+    attempt: Attempt<Host>,
+  ): BeginResult<Host> | Promise<BeginResult<Host>> {
+    const record = found.ok ? found.value : undefined;
+    if (
+      record === undefined ||
+      !isCompleted(record) ||
+      decideReservation(record, { nowMs: clock.nowMs(), fingerprint: attempt.fingerprint }) !== 'keep'
+    )
+      return inTransaction(attempt);
+    return answerCompleted(record, attempt, found.durationMs);
   }
 
   /** What the reserve found, answered. */

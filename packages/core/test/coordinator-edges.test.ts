@@ -1,4 +1,10 @@
-import { ErrorCode, type IdempotencyStore, IdemStoreLimitError, UNSEEN_BODY } from '@idem/core';
+import {
+  ErrorCode,
+  type IdempotencyStore,
+  IdemStoreLimitError,
+  IdemStoreUnavailableError,
+  UNSEEN_BODY,
+} from '@idem/core';
 import { describe, expect, test } from 'vitest';
 import {
   created,
@@ -67,6 +73,40 @@ describe('coordinator: host hooks that throw never reach the request (design: Th
     expect(Buffer.from(replay.body ?? []).toString()).toBe('{"id":1}');
     expect(events).toContainEqual(expect.objectContaining({ type: 'hook-error', hook: 'rebuildReplay' }));
   });
+
+  test.each([
+    ['begin', {}],
+    ['a read before the transaction', { reserveIn: 'transaction', readBeforeTransaction: true }],
+  ] as const)(
+    'a rebuildReplay that cannot read what it needs now: a retryable 503, at %s',
+    async (_, options) => {
+      const cannot = new IdemStoreUnavailableError('the table cannot be read now', { status: 599 });
+      let failing = false;
+      const { idem, events, backend } = setup({
+        ...options,
+        statuses: { storeUnavailable: 503 },
+        retryAfterSeconds: 7,
+        rebuildReplay: (stored) => (failing ? Promise.reject(cannot) : stored),
+      });
+      const first = await idem.begin(post());
+      if (first.action === 'reserve-in-transaction') {
+        const { reserve, finalize, release } = backend.store;
+        await first.execution.reserveWith({ reserve, finalize, release });
+        await first.execution.finalizeWith(created(), { reserve, finalize, release });
+        await first.execution.finish(created());
+      } else await expectExecute(first).finish(created());
+      failing = true;
+      const error = expectReject(await idem.begin(post()), 503, 'IDEMPOTENCY_STORE_UNAVAILABLE');
+      expect(error).toMatchObject({
+        message: 'the table cannot be read now',
+        retryAfterSeconds: 7,
+        cause: cannot,
+      });
+      expect(events.filter((event) => event.type === 'hook-error')).toEqual([]);
+      failing = false;
+      expectReplay(await idem.begin(post()));
+    },
+  );
 
   test('a throwing event listener changes nothing', async () => {
     const { idem } = setup({ onEvent: boom });

@@ -2,6 +2,7 @@ import {
   createIdempotency,
   type FinalizeParams,
   type IdempotencyRecord,
+  type IdempotencyStore,
   type ReplayCache,
   type TransactionalStore,
 } from '@idem/core';
@@ -231,4 +232,133 @@ describe('a store with a replay cache, reserved in the host’s transaction', ()
     const again = expectPending(await idem.begin(post()));
     expect((await again.reserveWith(tx)).action).toBe('execute');
   });
+});
+
+describe('readBeforeTransaction: a completed record is answered by one read, before any transaction', () => {
+  /** A key run to completion through the transaction, then the read-first coordinator and the store's calls since. */
+  async function completedSetup(options: Parameters<typeof setup>[0] = {}) {
+    const context = setup({ reserveIn: 'transaction', readBeforeTransaction: true, ...options });
+    const { reserve, finalize, release } = context.backend.store;
+    const tx: TransactionalStore = { reserve, finalize, release };
+    const first = expectPending(await context.idem.begin(post()));
+    expect((await first.reserveWith(tx)).action).toBe('execute');
+    expect(await first.finalizeWith(created(), tx)).toBe('finalized');
+    await first.finish(created());
+    context.backend.calls.length = 0;
+    return { ...context, tx };
+  }
+
+  test('a retry replays from the read: no transaction, no reserve, a replayed event', async () => {
+    const { idem, backend, events } = await completedSetup();
+    expect(expectReplay(await idem.begin(post())).status).toBe(201);
+    expect(backend.calls).toEqual(['load']);
+    expect(events.at(-1)).toMatchObject({ type: 'replayed', status: 201 });
+  });
+
+  test('the key used for another request is refused from the read', async () => {
+    const { idem, backend } = await completedSetup();
+    expectReject(await idem.begin(post({ body: { item: 'pen' } })), 422, 'IDEMPOTENCY_KEY_REUSED');
+    expect(backend.calls).toEqual(['load']);
+  });
+
+  test('a fresh key costs one read, then goes to the transaction', async () => {
+    const { idem, backend, tx } = await completedSetup();
+    const fresh = expectPending(await idem.begin(post({ key: '01890a5d-ac96-774b-bcce-b302099a8057' })));
+    expect(backend.calls).toEqual(['load']);
+    expect((await fresh.reserveWith(tx)).action).toBe('execute');
+  });
+
+  test('a record in flight is left to the transaction, which decides under its lock', async () => {
+    const { idem, backend, tx } = setupInFlight();
+    const first = expectPending(await idem.begin(post()));
+    expect((await first.reserveWith(tx)).action).toBe('execute');
+    const duplicate = expectPending(await idem.begin(post()));
+    expect(backend.calls).toEqual(['load', 'reserve', 'load']); // one read per begin
+    expect((await duplicate.reserveWith(tx)).action).toBe('reject');
+  });
+
+  test('an expired record is left to the transaction, which runs the key again', async () => {
+    const { idem, clock, tx } = await completedSetup();
+    clock.advance(24 * 60 * 60 * 1000 + 60_000);
+    const again = expectPending(await idem.begin(post()));
+    expect((await again.reserveWith(tx)).action).toBe('execute');
+  });
+
+  test.each([
+    ['throws', 'throw'],
+    ['refuses a limit', 'limit'],
+  ] as const)('a read that %s is left to the transaction, which decides and reports', async (_, fault) => {
+    const { idem, backend, events, tx } = await completedSetup();
+    backend.inject('load', fault);
+    const before = events.length;
+    const retry = expectPending(await idem.begin(post()));
+    expect(events.length).toBe(before); // the read decided nothing: one request's outage is one event
+    expect((await retry.reserveWith(tx)).action).toBe('replay');
+    expect(events.slice(before).map((event) => event.type)).toEqual(['replayed']);
+  });
+
+  test('a read that hangs past storeTimeoutMs is given up on, and the transaction decides', async () => {
+    const { idem, backend, tx } = await completedSetup({ storeTimeoutMs: 20 });
+    backend.inject('load', 'hang');
+    const retry = expectPending(await idem.begin(post())); // (a read never given up on would hang this test)
+    backend.resume();
+    expect((await retry.reserveWith(tx)).action).toBe('replay');
+  });
+
+  test('with a replay cache, the store’s own read is the only look: it answers from its cache', async () => {
+    const context = setup({ reserveIn: 'transaction' });
+    const kept = new Map<string, IdempotencyRecord>();
+    let looked = 0;
+    const replayCache: ReplayCache = {
+      get: () => {
+        looked++;
+        return undefined;
+      },
+      keep: (record) => void kept.set(record.key, record),
+    };
+    const inner = context.backend.store;
+    // As withReplayCache's: the cache first, else the store, and what it reads is kept.
+    const load: IdempotencyStore['load'] = async (ref) =>
+      kept.get(ref.key) ??
+      (await Promise.resolve(inner.load(ref)).then((record) => {
+        if (record?.response) kept.set(record.key, record);
+        return record;
+      }));
+    const idem = createIdempotency({
+      store: { ...inner, load, replayCache },
+      clock: context.clock,
+      heartbeatIntervalMs: false,
+      reserveIn: 'transaction',
+      readBeforeTransaction: true,
+    });
+    const { reserve, finalize, release } = inner;
+    const tx: TransactionalStore = { reserve, finalize, release };
+    const first = expectPending(await idem.begin(post()));
+    await first.reserveWith(tx);
+    await first.finalizeWith(created(), tx);
+    await first.finish(created());
+    context.backend.calls.length = 0;
+    expectReplay(await idem.begin(post()));
+    expectReplay(await idem.begin(post()));
+    expect(context.backend.calls).toEqual(['load']); // the second answered from the cache
+    expect(looked).toBe(0);
+  });
+
+  test('without it, nothing is read before the transaction', async () => {
+    const { idem, backend } = await completedSetup({ readBeforeTransaction: false });
+    expectPending(await idem.begin(post()));
+    expect(backend.calls).toEqual([]);
+  });
+
+  test('with reserveIn "begin" it changes nothing: begin reserves, as always', async () => {
+    const { idem, backend } = setup({ readBeforeTransaction: true });
+    expectExecute(await idem.begin(post()));
+    expect(backend.calls).toEqual(['reserve']);
+  });
+
+  function setupInFlight() {
+    const context = setup({ reserveIn: 'transaction', readBeforeTransaction: true });
+    const { reserve, finalize, release } = context.backend.store;
+    return { ...context, tx: { reserve, finalize, release } as TransactionalStore };
+  }
 });
