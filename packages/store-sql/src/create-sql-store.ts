@@ -5,6 +5,7 @@ import {
   encodeRecordCursor,
   type FinalizeParams,
   IdemInProgressError,
+  type IdempotencyRecord,
   type IdempotencyStore,
   type ListParams,
   newReservation,
@@ -214,6 +215,12 @@ function build(
     throw new Error(`reserve did not settle after ${RESERVE_ATTEMPTS} attempts (the record keeps changing)`);
   }
 
+  async function loadThrough(through: Driver, ref: RecordRef): Promise<IdempotencyRecord | undefined> {
+    checkRef(ref);
+    const [row] = (await through.run(db, table, loadShape, ref)).rows;
+    return row === undefined ? undefined : toRecord(row);
+  }
+
   /** The finalize statement's values, after checking what the table can hold. */
   const finalizing = (params: FinalizeParams): FinalizeValues =>
     finalizeValues(dialect, params, checkResponse(params, maxBodyBytes));
@@ -221,10 +228,19 @@ function build(
   return {
     limits: { maxBodyBytes },
     reserve: (params) => transient(() => reserveOn(driver, db, params)),
-    async load(ref) {
-      checkRef(ref);
-      const [row] = (await driver.run(db, table, loadShape, ref)).rows;
-      return row === undefined ? undefined : toRecord(row);
+    load(ref) {
+      // better-sqlite3 answers at once, and so does the read (the SPI allows it): a caller in a hurry (a
+      // coordinator reading before its transaction) gets the record without a promise. A failure is still a
+      // rejected promise.
+      const { runSync } = driver;
+      if (runSync === undefined) return loadThrough(driver, ref);
+      try {
+        checkRef(ref);
+        const [row] = runSync(db, table, loadShape, ref).rows;
+        return row === undefined ? undefined : toRecord(row);
+      } catch (error) {
+        return Promise.reject(error);
+      }
     },
     async finalize(params) {
       const values = finalizing(params);

@@ -94,4 +94,24 @@ describe('SQLite: finalize inside the caller (synchronous) transaction', () => {
     expect((await store.load(won))?.response?.headers).toEqual({ location: '/orders/1' });
     connection.close();
   });
+
+  test('load answers synchronously, a record or undefined; a failure is a rejected promise', async () => {
+    const connection = new Database(':memory:');
+    const db = sqliteDrizzle(connection);
+    await ensureSchema(db, { dialect: 'sqlite' });
+    const store = createSqlStore(db, { dialect: 'sqlite' });
+    const params = reserveParams(v7());
+    await store.reserve(params);
+    await store.finalize({ ...params, response, nowMs });
+    const read = store.load(params);
+    expect(read).not.toBeInstanceOf(Promise);
+    expect((read as Awaited<typeof read>)?.response?.status).toBe(201);
+    expect(store.load(reserveParams(v7()))).toBeUndefined();
+    // A key the table cannot hold, and a closed connection: neither throws, each rejects.
+    const refused = store.load({ scope: 'tx', key: 'k'.repeat(10_000) });
+    await expect(refused).rejects.toThrow();
+    connection.close();
+    const closed = store.load(params);
+    await expect(closed).rejects.toThrow();
+  });
 });
