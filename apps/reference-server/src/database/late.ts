@@ -66,7 +66,8 @@ export function openWithRetry(
 
   const store: IdempotencyStore = {
     reserve: async (params) => need().store.reserve(params),
-    load: async (params) => need().store.load(params),
+    // A record read at once stays so (see sqlite.ts); not open yet, it is a rejected promise like the rest.
+    load: (params) => (current === undefined ? Promise.reject(notYet()) : current.store.load(params)),
     finalize: async (params) => need().store.finalize(params),
     release: async (params) => need().store.release(params),
     renewLease: async (params) => need().store.renewLease(params),

@@ -76,8 +76,9 @@ export async function openSqlite(file: string, tables: Tables = 'catalog'): Prom
     dialect: 'sqlite',
     valueLimit: LARGE_VALUES,
     lock: direct.lock,
-    // The coordinator's own store calls take their turn too, or they could land inside an open transaction.
-    store: serialized(store, turn),
+    // The coordinator's own store calls take their turn too, or they could land inside an open transaction;
+    // a read (the coordinator's, before a keyed mutation's transaction) runs at once when none is open.
+    store: serialized(store, turn, ['load']),
     rows: (statement) => turn(() => direct.rows(statement)),
     run: (statement) => turn(() => direct.run(statement)),
     idempotency: serialized(direct.idempotency, turn),

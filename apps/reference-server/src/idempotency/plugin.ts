@@ -76,6 +76,9 @@ export const catalogIdempotency = fp<CatalogIdempotencyOptions>(
       // one transaction per request, duplicates wait on the record's row, and a crash rolls the reservation
       // back. Elsewhere the key is reserved before the handler ('begin'), and finalized after the commit.
       reserveIn: backend.fence === 'transaction' ? 'transaction' : 'begin',
+      // A retry is answered by one read of its record before any transaction begins (none with the replay
+      // cache): no BEGIN, no reservation attempt, no turn of the handler. A fresh key pays that read.
+      readBeforeTransaction: true,
       // The spec declares 400, not 422, for every operation; Iceberg's Java client retries 503 with the same
       // key, and reads 409 as AlreadyExists / CommitFailed.
       statuses: { keyReused: 400, inProgress: 503 },

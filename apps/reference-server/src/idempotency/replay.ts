@@ -1,4 +1,5 @@
 import type { FastifyIdempotencyOptions } from '@idem/adapter-fastify';
+import { IdemStoreUnavailableError } from '@idem/core';
 import type { FastifyRequest } from 'fastify';
 import { getEntityByUuid } from '../catalog/repository.js';
 import type { Warehouse } from '../catalog/warehouse.js';
@@ -30,12 +31,21 @@ export function replayRebuilder(
   /** The table or view with this UUID as it is now, wherever it has been renamed to since. */
   const current = async (request: FastifyRequest, uuid: string | undefined) => {
     if (uuid === undefined) return undefined;
-    // Inside the mutation's transaction when the key was met there (reserveIn 'transaction'): read in it.
+    // Inside the mutation's transaction when the key was met there; read before it (readBeforeTransaction),
+    // under the request's deadline. A read that fails is the retryable 503 (the coordinator's, for this error):
+    // the replay cannot be made as it is now.
     const entity = await getEntityByUuid(
       request.transaction ?? db.until(request.deadline),
       prefixOf(request),
       uuid,
-    );
+    ).catch((error: unknown) => {
+      throw new IdemStoreUnavailableError(
+        'the catalog database did not answer the read of this replay in time',
+        {
+          cause: error,
+        },
+      );
+    });
     return entity === undefined
       ? undefined
       : { 'metadata-location': entity.metadataLocation, metadata: entity.metadata };

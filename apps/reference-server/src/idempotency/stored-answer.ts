@@ -58,13 +58,17 @@ export function storedAnswer(answer: { body?: unknown }, rendered: RenderedAnswe
 const CONFIG_MEMBER = Buffer.from('"config"');
 const bytesOf = (body: Uint8Array) => Buffer.from(body.buffer, body.byteOffset, body.byteLength);
 
+const METADATA_LOCATION_MEMBER = Buffer.from('"metadata-location"');
+
 /** A stored metadata answer, parsed; else undefined. */
 export function metadataAnswerOf(response: StoredResponse): MetadataAnswer | undefined {
   if (response.body === null || !String(response.headers['content-type']).startsWith('application/json'))
     return undefined;
+  // Every other answer (a namespace, an error) is told apart without parsing it, as in `withoutConfig`.
+  if (bytesOf(response.body).indexOf(METADATA_LOCATION_MEMBER) === -1) return undefined;
   // Exact, both ways: a load result's metadata holds 64-bit snapshot ids. One level deeper than metadata may
   // nest (a registered file may nest MAX_STORED_JSON_DEPTH levels): the answer wraps it.
-  const result = parseLosslessJson(Buffer.from(response.body).toString(), {
+  const result = parseLosslessJson(bytesOf(response.body).toString(), {
     maxDepth: MAX_STORED_JSON_DEPTH + 1,
   });
   return isMetadataAnswer(result) ? result : undefined;

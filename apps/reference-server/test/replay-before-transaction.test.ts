@@ -1,0 +1,65 @@
+import { afterEach, describe, expect, test } from 'vitest';
+import { gate, type ObservedNode, startObservedNode } from './support/observed.js';
+import { call, newKey } from './support/server.js';
+
+// A retry of a keyed mutation is answered by one read of its record before any transaction (the coordinator's
+// readBeforeTransaction): no transaction opens, so none waits to commit. On SQLite the read waits its turn
+// while another request's transaction is open on the process's one connection.
+
+let node: ObservedNode | undefined;
+afterEach(async () => {
+  await node?.close();
+  node = undefined;
+});
+
+describe.each(['sqlite', 'postgres'] as const)('a retry answered before any transaction (%s)', (on) => {
+  test('with every commit held, a replay and a reused key are still answered', async () => {
+    node = await startObservedNode({}, on);
+    const { url, faults } = node;
+    const key = newKey();
+    const create = (namespace: string) =>
+      call(url, 'POST', '/v1/namespaces', { key, body: { namespace: [namespace] } });
+    const first = await create('first');
+    expect(first.status, first.text).toBe(200);
+    const held = gate();
+    faults.hold = held.wait; // a transaction would wait here before its commit
+    try {
+      const replay = await create('first');
+      expect(replay.status, replay.text).toBe(200);
+      expect(replay.headers.get('idempotent-replayed')).toBe('true');
+      expect(replay.text).toBe(first.text);
+      const reused = await create('second');
+      expect(reused.status).toBe(400);
+      expect(reused.json().error.message).toMatch(/different request/);
+    } finally {
+      held.open();
+      faults.hold = undefined;
+    }
+    expect((await call(url, 'HEAD', '/v1/namespaces/second')).status).toBe(404);
+  });
+
+  test('a retry of a key whose request is still running waits for it, then replays its answer', async () => {
+    node = await startObservedNode({}, on);
+    const { url, faults } = node;
+    const key = newKey();
+    const create = () => call(url, 'POST', '/v1/namespaces', { key, body: { namespace: ['running'] } });
+    const held = gate();
+    faults.hold = held.wait;
+    const first = create();
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    // Nothing committed yet: the read finds no answer (on SQLite it waits for the open transaction's turn), and
+    // the retry goes to the transaction, which waits on the first one's key.
+    const retry = create();
+    const settled = await Promise.race([retry.then(() => 'answered'), sleep(200).then(() => 'waiting')]);
+    expect(settled).toBe('waiting');
+    held.open();
+    faults.hold = undefined;
+    const [answered, replayed] = await Promise.all([first, retry]);
+    expect(answered.status, answered.text).toBe(200);
+    expect(replayed.status, replayed.text).toBe(200);
+    expect(replayed.headers.get('idempotent-replayed')).toBe('true');
+    expect(replayed.text).toBe(answered.text);
+  });
+});
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
