@@ -409,37 +409,30 @@ function coordinator<Host>(options: IdempotencyOptions<Host>, timers: Timers): I
     host: request.host,
   });
 
-  /** The answer to a decision that runs nothing: a replay, or a refusal. */
-  async function refusalOrReplay(
+  /**
+   * The answer to a decision that runs nothing: a replay, or a refusal. Synchronous unless `rebuildReplay`
+   * answers with a promise.
+   */
+  function refusalOrReplay(
     decision: Exclude<Decision, { answer: 'execute' | 'unavailable' }>,
     attempt: Attempt<Host>,
-  ): Promise<Exclude<TransactionalReservation, { action: 'execute' }>> {
+  ): Refusal | Promise<Refusal> {
     switch (decision.answer) {
       case 'replay': {
         const stored = decision.response;
-        let rebuilt: StoredResponse | undefined;
+        const { rebuildReplay } = options;
+        if (rebuildReplay === undefined) return replayOf(stored);
+        let rebuilding: ReturnType<typeof rebuildReplay>;
         try {
-          rebuilt = options.rebuildReplay
-            ? await options.rebuildReplay(stored, contextOf(attempt))
-            : undefined;
+          rebuilding = rebuildReplay(stored, contextOf(attempt));
         } catch (error) {
-          // What the replay needs could not be read now (the hook says so with this error): the retry may get it.
-          if (error instanceof IdemStoreUnavailableError) {
-            const { message } = error;
-            return {
-              action: 'reject',
-              error: new IdemStoreUnavailableError(message, {
-                cause: error,
-                status: statuses.storeUnavailable,
-                retryAfterSeconds,
-              }),
-            };
-          }
-          // The stored answer is still the right one; a newer view of it was only a courtesy.
-          const { scope, key, method, route } = attempt;
-          emit({ type: 'hook-error', hook: 'rebuildReplay', error, scope, key, method, route });
+          return notRebuilt(error, stored, attempt);
         }
-        return { action: 'replay', response: toReplayResponse(rebuilt ?? stored) };
+        if (!isThenable(rebuilding)) return replayOf(rebuilding ?? stored);
+        return Promise.resolve(rebuilding).then(
+          (rebuilt) => replayOf(rebuilt ?? stored),
+          (error: unknown) => notRebuilt(error, stored, attempt),
+        );
       }
       case 'mismatch':
         return {
@@ -460,6 +453,31 @@ function coordinator<Host>(options: IdempotencyOptions<Host>, timers: Timers): I
         // A value the store cannot hold is the request's problem, fail-open or not.
         return { action: 'reject', error: storeLimitError(decision.error, statuses.storeLimit) };
     }
+  }
+
+  const replayOf = (response: StoredResponse): Refusal => ({
+    action: 'replay',
+    response: toReplayResponse(response),
+  });
+
+  /** A `rebuildReplay` that threw. */
+  function notRebuilt(error: unknown, stored: StoredResponse, attempt: Attempt<Host>): Refusal {
+    // What the replay needs could not be read now (the hook says so with this error): the retry may get it.
+    if (error instanceof IdemStoreUnavailableError) {
+      const { message } = error;
+      return {
+        action: 'reject',
+        error: new IdemStoreUnavailableError(message, {
+          cause: error,
+          status: statuses.storeUnavailable,
+          retryAfterSeconds,
+        }),
+      };
+    }
+    // The stored answer is still the right one; a newer view of it was only a courtesy.
+    const { scope, key, method, route } = attempt;
+    emit({ type: 'hook-error', hook: 'rebuildReplay', error, scope, key, method, route });
+    return replayOf(stored);
   }
 
   const runtime: ExecutionRuntime = {
@@ -730,6 +748,9 @@ function once<K, V>(map: Map<K, V>, key: K, make: () => V): V {
 }
 
 const IN_FLIGHT: Decision = { answer: 'in-progress', found: 'record' };
+
+/** What a decision that runs nothing answers: a replay, or a refusal. */
+type Refusal = Exclude<TransactionalReservation, { action: 'execute' }>;
 
 /**
  * Owner tokens: a random prefix per process (module instance), so that no two processes mint the same token,

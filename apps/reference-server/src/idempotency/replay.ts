@@ -1,5 +1,5 @@
 import type { FastifyIdempotencyOptions } from '@idem/adapter-fastify';
-import { IdemStoreUnavailableError } from '@idem/core';
+import { IdemStoreUnavailableError, type StoredResponse } from '@idem/core';
 import type { FastifyRequest } from 'fastify';
 import { getEntityByUuid } from '../catalog/repository.js';
 import type { Warehouse } from '../catalog/warehouse.js';
@@ -66,16 +66,20 @@ export function replayRebuilder(
       : undefined;
   };
 
-  return async (stored, { host }) => {
-    const answer = metadataAnswerOf(stored);
-    if (answer === undefined) return undefined;
+  const rebuild = async (stored: StoredResponse, answer: MetadataAnswer, host: FastifyRequest) => {
     const uuid = uuidOf(answer.metadata);
     if (!('config' in answer)) {
-      if (!isCompact(answer)) return undefined;
       const rebuilt = (await file(answer, host)) ?? (await current(host, uuid));
       return rebuilt === undefined ? undefined : withBody(stored, rebuilt);
     }
     const rebuilt = (await current(host, uuid)) ?? (isCompact(answer) ? await file(answer, host) : undefined);
     return withBody(stored, { ...answer, ...rebuilt, config: tableConfig() });
+  };
+
+  // Synchronous for the answers replayed as stored (a namespace, an error, a commit's whole answer): no promise.
+  return (stored, { host }) => {
+    const answer = metadataAnswerOf(stored);
+    if (answer === undefined || (!('config' in answer) && !isCompact(answer))) return undefined;
+    return rebuild(stored, answer, host);
   };
 }
