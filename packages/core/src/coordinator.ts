@@ -37,7 +37,7 @@ import {
   type ReplayResponse,
   toReplayResponse,
 } from './response.js';
-import { Deadlines, isThenable, storeCalls, type Timed } from './store-call.js';
+import { Deadlines, isThenable, StoreTimeoutError, storeCalls, type Timed } from './store-call.js';
 import {
   type Clock,
   type IdempotencyRecord,
@@ -138,6 +138,13 @@ export interface IdempotencyOptions<Host = unknown> {
    * answers the read from there, and keeps the completed records it reads. @default false
    */
   readonly readBeforeTransaction?: boolean;
+  /**
+   * When the host must have answered this request, on `performance.now()`'s clock (its own request deadline),
+   * or `undefined` for none. The read before the transaction (`readBeforeTransaction`) is given up then, and
+   * skipped once that time has passed, so that the transaction after it, which the host bounds by the same
+   * time, still answers within it. @default none: the read is bounded by `storeTimeoutMs` alone
+   */
+  readonly deadline?: (request: IdempotentRequest<Host>) => number | undefined;
   readonly statuses?: Partial<AnswerStatuses>;
   /** The `Retry-After` value (s) of 409 and 503 answers. @default 1 */
   readonly retryAfterSeconds?: number;
@@ -347,8 +354,10 @@ function coordinator<Host>(options: IdempotencyOptions<Host>, timers: Timers): I
         : { ...request, body: new Uint8Array(await blob.arrayBuffer()) },
     );
 
+  const storeTimeoutMs = positive('storeTimeoutMs', options.storeTimeoutMs ?? 2_000);
+  const deadlineOf = options.deadline;
   const calls = storeCalls({
-    deadlines: timers.deadlines(positive('storeTimeoutMs', options.storeTimeoutMs ?? 2_000)),
+    deadlines: timers.deadlines(storeTimeoutMs),
     emit,
     unavailableStatus: statuses.storeUnavailable,
     limitStatus: statuses.storeLimit,
@@ -375,8 +384,7 @@ function coordinator<Host>(options: IdempotencyOptions<Host>, timers: Timers): I
         emit({ type: 'reserved', ...base, owner: attempt.owner, tookOver: decision.tookOver });
         return;
       case 'replay':
-        emit({ type: 'replayed', ...base, status: decision.response.status });
-        return;
+        return; // once the replay is made (refusalOrReplay): it may still turn out a refusal
       case 'mismatch':
         emit({ type: 'mismatch', ...base, status: statuses.keyReused });
         return;
@@ -416,22 +424,23 @@ function coordinator<Host>(options: IdempotencyOptions<Host>, timers: Timers): I
   function refusalOrReplay(
     decision: Exclude<Decision, { answer: 'execute' | 'unavailable' }>,
     attempt: Attempt<Host>,
+    durationMs: number,
   ): Refusal | Promise<Refusal> {
     switch (decision.answer) {
       case 'replay': {
         const stored = decision.response;
         const { rebuildReplay } = options;
-        if (rebuildReplay === undefined) return replayOf(stored);
+        if (rebuildReplay === undefined) return replayOf(stored, attempt, durationMs);
         let rebuilding: ReturnType<typeof rebuildReplay>;
         try {
           rebuilding = rebuildReplay(stored, contextOf(attempt));
         } catch (error) {
-          return notRebuilt(error, stored, attempt);
+          return notRebuilt(error, stored, attempt, durationMs);
         }
-        if (!isThenable(rebuilding)) return replayOf(rebuilding ?? stored);
+        if (!isThenable(rebuilding)) return replayOf(rebuilding ?? stored, attempt, durationMs);
         return Promise.resolve(rebuilding).then(
-          (rebuilt) => replayOf(rebuilt ?? stored),
-          (error: unknown) => notRebuilt(error, stored, attempt),
+          (rebuilt) => replayOf(rebuilt ?? stored, attempt, durationMs),
+          (error: unknown) => notRebuilt(error, stored, attempt, durationMs),
         );
       }
       case 'mismatch':
@@ -455,29 +464,39 @@ function coordinator<Host>(options: IdempotencyOptions<Host>, timers: Timers): I
     }
   }
 
-  const replayOf = (response: StoredResponse): Refusal => ({
-    action: 'replay',
-    response: toReplayResponse(response),
-  });
+  /** The replay of `response`, reported: the `replayed` event comes once the replay is made. */
+  function replayOf(response: StoredResponse, attempt: Attempt<Host>, durationMs: number): Refusal {
+    const replay = toReplayResponse(response);
+    if (listening) {
+      const { scope, key, method, route } = attempt;
+      const elapsedMs = performance.now() - attempt.startedMs;
+      emit({ type: 'replayed', scope, key, method, route, durationMs, elapsedMs, status: replay.status });
+    }
+    return { action: 'replay', response: replay };
+  }
 
   /** A `rebuildReplay` that threw. */
-  function notRebuilt(error: unknown, stored: StoredResponse, attempt: Attempt<Host>): Refusal {
+  function notRebuilt(
+    error: unknown,
+    stored: StoredResponse,
+    attempt: Attempt<Host>,
+    durationMs: number,
+  ): Refusal {
     // What the replay needs could not be read now (the hook says so with this error): the retry may get it.
+    // Reported as the failed read it is, with the answer it gets, not as a replay.
     if (error instanceof IdemStoreUnavailableError) {
+      const status = statuses.storeUnavailable;
+      calls.reportFailure('load', error, attempt, durationMs, { status });
       const { message } = error;
       return {
         action: 'reject',
-        error: new IdemStoreUnavailableError(message, {
-          cause: error,
-          status: statuses.storeUnavailable,
-          retryAfterSeconds,
-        }),
+        error: new IdemStoreUnavailableError(message, { cause: error, status, retryAfterSeconds }),
       };
     }
     // The stored answer is still the right one; a newer view of it was only a courtesy.
     const { scope, key, method, route } = attempt;
     emit({ type: 'hook-error', hook: 'rebuildReplay', error, scope, key, method, route });
-    return replayOf(stored);
+    return replayOf(stored, attempt, durationMs);
   }
 
   const runtime: ExecutionRuntime = {
@@ -503,10 +522,10 @@ function coordinator<Host>(options: IdempotencyOptions<Host>, timers: Timers): I
         decision.answer === 'in-progress' && decision.found === 'lock-wait',
         true,
       ),
-    answerInTransaction: async (decision, attempt) => {
+    answerInTransaction: async (decision, attempt, durationMs) => {
       // A fault of the store fails the host's transaction with it.
       if (decision.answer === 'unavailable') throw decision.error;
-      return refusalOrReplay(decision, attempt as Attempt<Host>);
+      return refusalOrReplay(decision, attempt as Attempt<Host>, durationMs);
     },
   };
 
@@ -552,7 +571,7 @@ function coordinator<Host>(options: IdempotencyOptions<Host>, timers: Timers): I
           ? { action: 'proceed', reason: 'fail-open' }
           : { action: 'reject', error: calls.errorOf('reserve', decision.error) };
       default:
-        return refusalOrReplay(decision, attempt);
+        return refusalOrReplay(decision, attempt, durationMs);
     }
   }
 
@@ -640,9 +659,15 @@ function coordinator<Host>(options: IdempotencyOptions<Host>, timers: Timers): I
   function reserveFor(attempt: Attempt<Host>): BeginResult<Host> | Promise<BeginResult<Host>> {
     if (reserveInTransaction) {
       if (readFirst) {
-        // One read (a store with a replay cache answers it from there, and keeps what it reads).
+        // One read (a store with a replay cache answers it from there, and keeps what it reads), within the
+        // request's deadline: past it, the transaction answers (its timeout), never this read.
+        const leftMs = deadlineFor(attempt.request as IdempotentRequest<Host>) - performance.now();
+        if (!(leftMs > 0)) return inTransaction(attempt);
         const read = calls.timed('load', loadIn, undefined, attempt);
-        return isThenable(read) ? read.then((found) => afterRead(found, attempt)) : afterRead(read, attempt);
+        if (!isThenable(read)) return afterRead(read, attempt);
+        return (leftMs < storeTimeoutMs ? givenUpAfter(read, leftMs) : read).then((found) =>
+          afterRead(found, attempt),
+        );
       }
       // A completed record kept in memory answers before any transaction (the store's own reserve would).
       const cached = store.replayCache?.get(attempt, clock.nowMs());
@@ -654,6 +679,28 @@ function coordinator<Host>(options: IdempotencyOptions<Host>, timers: Timers): I
       ? reserving.then((found) => reserved(found, attempt))
       : reserved(reserving, attempt);
   }
+
+  /** The request's deadline, or none: a hook that throws gives none (the transaction keeps its own bound). */
+  const deadlineFor = (request: IdempotentRequest<Host>): number => {
+    try {
+      return deadlineOf?.(request) ?? Number.POSITIVE_INFINITY;
+    } catch {
+      return Number.POSITIVE_INFINITY;
+    }
+  };
+
+  /** What `read` found, or a timeout once `ms` have passed (the read goes on; its answer is not waited for). */
+  const givenUpAfter = <T>(read: Promise<Timed<T>>, ms: number): Promise<Timed<T>> =>
+    new Promise((resolve) => {
+      const timer = setTimeout(
+        () => resolve({ ok: false, error: new StoreTimeoutError('load', ms), durationMs: ms }),
+        ms,
+      );
+      read.then((found) => {
+        clearTimeout(timer);
+        resolve(found);
+      });
+    });
 
   /** Handed to the handler, which reserves the key inside its own transaction. */
   const inTransaction = (attempt: Attempt<Host>): BeginResult<Host> => {

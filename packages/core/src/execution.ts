@@ -186,6 +186,7 @@ export interface ExecutionRuntime {
   answerInTransaction(
     decision: Exclude<Decision, { answer: 'execute' }>,
     attempt: Attempt<unknown>,
+    durationMs: number,
   ): Promise<TransactionalReservation>;
 }
 
@@ -351,7 +352,8 @@ export class KeyedExecution<Host = unknown> implements Renewable {
       return this.#answeredMeanwhile();
     }
     const attempt = this.#attempt(startedMs);
-    runtime.report(decision, attempt, performance.now() - startedMs);
+    const durationMs = performance.now() - startedMs;
+    runtime.report(decision, attempt, durationMs);
     if (decision.answer === 'execute') {
       this.#take('reserve');
       this.#tookOver = decision.tookOver;
@@ -359,12 +361,12 @@ export class KeyedExecution<Host = unknown> implements Renewable {
     }
     // A fault leaves it pending (and is thrown); anything else is someone else's answer: nothing of ours to finish.
     if (decision.answer !== 'unavailable') this.#take('answer-instead');
-    return runtime.answerInTransaction(decision, attempt);
+    return runtime.answerInTransaction(decision, attempt, durationMs);
   }
 
   /** What `reserveWith` answers once its execution is answered or reserved otherwise: do nothing, retry later. */
   #answeredMeanwhile(): Promise<TransactionalReservation> {
-    return this.#runtime.answerInTransaction(IN_FLIGHT, this.#attempt(0));
+    return this.#runtime.answerInTransaction(IN_FLIGHT, this.#attempt(0), 0);
   }
 
   /** This execution as an attempt of `reserveWith`, for its decision, event and hooks. */

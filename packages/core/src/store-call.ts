@@ -84,7 +84,7 @@ export interface StoreCallOptions {
   readonly retryAfterSeconds: number;
 }
 
-class StoreTimeoutError extends Error {
+export class StoreTimeoutError extends Error {
   constructor(operation: StoreOperation, timeoutMs: number) {
     super(`store ${operation} did not answer within ${timeoutMs} ms`);
     this.name = 'StoreTimeoutError';

@@ -96,15 +96,20 @@ describe('coordinator: host hooks that throw never reach the request (design: Th
         await first.execution.finish(created());
       } else await expectExecute(first).finish(created());
       failing = true;
+      const before = events.length;
       const error = expectReject(await idem.begin(post()), 503, 'IDEMPOTENCY_STORE_UNAVAILABLE');
       expect(error).toMatchObject({
         message: 'the table cannot be read now',
         retryAfterSeconds: 7,
         cause: cannot,
       });
-      expect(events.filter((event) => event.type === 'hook-error')).toEqual([]);
+      // Reported as the failed read it is, with the answer it got: never as a replay, nor as a hook's fault.
+      expect(events.slice(before)).toEqual([
+        expect.objectContaining({ type: 'store-error', operation: 'load', status: 503, error: cannot }),
+      ]);
       failing = false;
       expectReplay(await idem.begin(post()));
+      expect(events.at(-1)).toMatchObject({ type: 'replayed', status: 201 });
     },
   );
 

@@ -344,6 +344,39 @@ describe('readBeforeTransaction: a completed record is answered by one read, bef
     expect(looked).toBe(0);
   });
 
+  test('a request past its deadline is not read for: the transaction answers (its own timeout)', async () => {
+    const { idem, backend } = await completedSetup({ deadline: () => performance.now() - 1 });
+    expectPending(await idem.begin(post()));
+    expect(backend.calls).toEqual([]);
+  });
+
+  test('a read still running at the request’s deadline is given up on then, not at storeTimeoutMs', async () => {
+    let asked: unknown;
+    const { idem, backend, tx } = await completedSetup({
+      storeTimeoutMs: 60_000, // (waited for, this test would time out)
+      deadline: (request) => {
+        asked = request.host;
+        return performance.now() + 20;
+      },
+    });
+    backend.inject('load', 'hang');
+    const retry = expectPending(await idem.begin(post({ host: 'the request' })));
+    expect(asked).toBe('the request');
+    backend.inject('load', undefined);
+    backend.resume();
+    expect((await retry.reserveWith(tx)).action).toBe('replay');
+  });
+
+  test('a deadline hook that throws is no deadline', async () => {
+    const { idem, backend } = await completedSetup({
+      deadline: () => {
+        throw new Error('no deadline here');
+      },
+    });
+    expectReplay(await idem.begin(post()));
+    expect(backend.calls).toEqual(['load']);
+  });
+
   test('without it, nothing is read before the transaction', async () => {
     const { idem, backend } = await completedSetup({ readBeforeTransaction: false });
     expectPending(await idem.begin(post()));

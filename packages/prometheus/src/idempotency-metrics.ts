@@ -286,7 +286,8 @@ export function createIdempotencyMetrics(options: IdempotencyMetricsOptions = {}
         errors.inc({ error_type: ErrorType.StoreUnavailable, operation });
         if (event.operation === 'finalize' || event.operation === 'release') {
           ended(event.owner, undefined, event.durationMs);
-        } else if (event.operation === 'reserve' && event.status !== undefined) {
+        } else if (event.status !== undefined) {
+          // Answered with it: a reserve that failed, or a replay whose read failed (answered 503).
           answered(methodLabel(event.method), operation, statusLabel(event.status), event.durationMs / 1000);
         }
         return;
