@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import os from 'node:os';
 import { Bench } from 'tinybench';
 
@@ -34,3 +35,16 @@ export function printTable(title: string, rows: [string, string][]): void {
 
 export const perSecond = (n: number): string => `${Math.round(n).toLocaleString('en-US')} /s`;
 export const ratio = (n: number): string => `${n.toFixed(2)}x`;
+
+/** CPU time (user + system) the process `pid` has used so far, from `/proc` (Linux), in clock ticks. */
+export function cpuTicks(pid: number): number | undefined {
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
+    return Number(fields[11]) + Number(fields[12]); // utime, stime (fields 14 and 15 of the whole line)
+  } catch {
+    return undefined;
+  }
+}
+
+/** A clock tick (`/proc`'s unit, 1/100 s on Linux), in µs. */
+export const TICK_US = 10_000;

@@ -1,8 +1,8 @@
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import autocannon from 'autocannon';
 import { v7 } from 'uuid';
-import { printTable, ratio } from './bench.js';
+import { cpuTicks, printTable, ratio, TICK_US } from './bench.js';
 
 /** A fresh UUIDv7 key, as a client mints one. */
 export const uuidv7 = (): string => v7();
@@ -218,16 +218,6 @@ export function roundRows(rounds: Record<string, number[]>): [string, string][] 
   ]);
 }
 
-/** CPU seconds (user + system) the process `pid` has used so far, from `/proc` (Linux), in clock ticks. */
-function cpuTicks(pid: number): number | undefined {
-  try {
-    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
-    return Number(fields[11]) + Number(fields[12]); // utime, stime (fields 14 and 15 of the whole line)
-  } catch {
-    return undefined;
-  }
-}
-
 /** CPU time per request of `b` over that of `a`: the median over the windows, and each window's figure. */
 export interface CpuRatio {
   readonly median: number;
@@ -235,9 +225,6 @@ export interface CpuRatio {
   /** The median CPU time per request of `a` and of `b`, µs. */
   readonly microseconds: [number, number];
 }
-
-/** Clock ticks (`/proc`'s unit, 1/100 s on Linux) per request, in µs. */
-const TICK_US = 10_000;
 
 const median = (values: readonly number[]): number =>
   [...values].sort((x, y) => x - y)[Math.floor((values.length - 1) / 2)] as number;

@@ -15,6 +15,8 @@ if (pinned) spawnSync('/usr/bin/taskset', ['-pc', '1', String(process.pid)], { s
 
 export interface Server {
   readonly url: string;
+  /** The server's process (under taskset, taskset's own pid, which execs node in place: the same process). */
+  readonly pid: number | undefined;
   stop(): Promise<void>;
 }
 
@@ -64,6 +66,7 @@ export async function startCatalog(env: Record<string, string>, core = 0): Promi
   }
   return {
     url,
+    pid: child.pid,
     stop: () =>
       new Promise<void>((resolve) => {
         child.once('exit', () => resolve());

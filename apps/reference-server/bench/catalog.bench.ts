@@ -6,7 +6,7 @@
 // and server process; the figures are the means over the rounds, so that drift over the run hits every variant
 // alike.
 import { tmpdir } from 'node:os';
-import { machine, perSecond, printTable, ratio } from '../../../scripts/bench.js';
+import { cpuTicks, machine, perSecond, printTable, ratio, TICK_US } from '../../../scripts/bench.js';
 import { freshPostgres } from '../test/support/databases.js';
 import { drive, type Operation, prepare, startCatalog } from './catalog-load.js';
 
@@ -32,9 +32,16 @@ async function measure(database: string, operation: Operation, name: string, var
     await prepare(server.url);
     const load = { operation, keyed: variant.keyed, retryShare: variant.replays === true ? 1 : 0 };
     await drive(server.url, { ...load, seconds: 1 }); // warm-up
+    const before = server.pid === undefined ? undefined : cpuTicks(server.pid);
     const result = await drive(server.url, { ...load, seconds });
+    const after = server.pid === undefined ? undefined : cpuTicks(server.pid);
     if (result.errors > 0) throw new Error(`${result.errors} errors in ${name} ${operation}`);
-    return result.requestsPerSecond;
+    // The server's CPU time per request: where the load generator, not the server, sets the rate (it cannot
+    // drive much past 11,000–13,000 /s from this machine's other core), the rate ratio understates the cheaper side.
+    const requests = result.requestsPerSecond * seconds;
+    const cpuUs =
+      before === undefined || after === undefined ? Number.NaN : ((after - before) * TICK_US) / requests;
+    return { rate: result.requestsPerSecond, cpuUs };
   } finally {
     await server.stop();
     await pg?.drop();
@@ -60,35 +67,44 @@ for (const database of databases) {
         : {}),
     };
     const names = Object.keys(variants);
-    const measured: Record<string, number[]> = Object.fromEntries(names.map((name) => [name, []]));
+    const measured: Record<string, { rate: number; cpuUs: number }[]> = Object.fromEntries(
+      names.map((name) => [name, []]),
+    );
     for (let round = 0; round < rounds; round++) {
       for (const name of round % 2 === 0 ? names : [...names].reverse()) {
         measured[name]?.push(await measure(database, operation, name, variants[name] as Variant));
       }
     }
-    const rate = (name: string) => mean(measured[name] ?? []);
+    const rate = (name: string) => mean((measured[name] ?? []).map((run) => run.rate));
+    const cpu = (name: string) => mean((measured[name] ?? []).map((run) => run.cpuUs));
     const plain = rate('plain');
-    rows.push([`${operation}: without a key`, perSecond(plain)]);
+    /** A variant's rate and CPU per request, each against the unkeyed variant's (CPU: its µs over this one's). */
+    const against = (name: string, of: string) =>
+      `${perSecond(rate(name))}  (${ratio(rate(name) / plain)} of ${of}; CPU per request ${cpu(name).toFixed(0)} µs, ${ratio(cpu('plain') / cpu(name))})`;
     rows.push([
-      `${operation}: with a key`,
-      `${perSecond(rate('keyed'))}  (${ratio(rate('keyed') / plain)} of without)`,
+      `${operation}: without a key`,
+      `${perSecond(plain)}  (CPU per request ${cpu('plain').toFixed(0)} µs)`,
     ]);
+    rows.push([`${operation}: with a key`, against('keyed', 'without')]);
     if (measured.replay !== undefined)
-      rows.push([
-        `${operation}: replays of one key`,
-        `${perSecond(rate('replay'))}  (${ratio(rate('replay') / plain)} of creates without a key)`,
-      ]);
+      rows.push([`${operation}: replays of one key`, against('replay', 'creates without a key')]);
     if (measured.replayCached !== undefined)
       rows.push([
         `${operation}: replays of one key, replay cache on`,
-        `${perSecond(rate('replayCached'))}  (${ratio(rate('replayCached') / plain)} of creates without a key)`,
+        against('replayCached', 'creates without a key'),
       ]);
     for (const name of names)
-      perRound.push([`${operation} ${name}`, (measured[name] ?? []).map(perSecond).join(', ')]);
+      perRound.push([
+        `${operation} ${name}`,
+        (measured[name] ?? []).map((run) => `${perSecond(run.rate)} ${run.cpuUs.toFixed(0)} µs`).join(', '),
+      ]);
   }
-  printTable(`reference server on ${database}, mean of ${rounds} rounds of ${seconds} s`, rows);
   printTable(
-    `requests per second in each round (rounds 2, 4, … run the variants in reverse order)`,
+    `reference server on ${database}, mean of ${rounds} rounds of ${seconds} s: the rate, and the server's CPU time per request (the ratio: without a key's over this one's)`,
+    rows,
+  );
+  printTable(
+    `requests per second and CPU per request in each round (rounds 2, 4, … run the variants in reverse order)`,
     perRound,
   );
 }
