@@ -696,7 +696,8 @@ function coordinator<Host>(options: IdempotencyOptions<Host>, timers: Timers): I
         () => resolve({ ok: false, error: new StoreTimeoutError('load', ms), durationMs: ms }),
         ms,
       );
-      read.then((found) => {
+      // (A timed call never rejects: it resolves with how it ended.)
+      void read.then((found) => {
         clearTimeout(timer);
         resolve(found);
       });
