@@ -134,8 +134,8 @@ export interface IdempotencyOptions<Host = unknown> {
    * handler, and answer a completed one there (its replay, or the refusal of a key used for another request)
    * without running the handler or opening a transaction. A retry then costs one read instead of a
    * transaction; a fresh key costs that read more. Anything else the read finds (nothing, a record in flight or
-   * expired, a store fault, unreported) is left to the transaction to decide, as without it. A store with a replay cache
-   * answers the read from there, and keeps the completed records it reads. @default false
+   * expired, a store fault, unreported) is left to the transaction to decide, as without it. A store with a
+   * replay cache answers the read from there, and keeps the completed records it reads. @default false
    */
   readonly readBeforeTransaction?: boolean;
   /**
