@@ -136,6 +136,28 @@ describe.runIf(await redisUp())('Redis as the store, reached through a proxy tha
     expect(replay.headers.get('idempotent-replayed')).toBe('true');
   });
 
+  test('Redis partitioned with a request deadline under the store timeout: the keyed 503 comes by the deadline', async () => {
+    const { node, proxy } = await start({ REQUEST_TIMEOUT_MS: '500' });
+    expect(
+      (await call(node.url, 'POST', '/v1/namespaces', { key: newKey(), body: { namespace: ['a'] } })).status,
+    ).toBe(200);
+    proxy.partition();
+    const startedMs = performance.now();
+    const key = newKey();
+    const during = await call(node.url, 'POST', '/v1/namespaces', { key, body: { namespace: ['late'] } });
+    const ms = performance.now() - startedMs;
+    expect(during.status, during.text).toBe(503);
+    expect(during.headers.get('retry-after')).toBeTruthy();
+    expect(ms, `answered after ${Math.round(ms)} ms`).toBeLessThan(500 + 250); // not the store's 2 s
+    proxy.heal();
+    expect(await exists(node, 'late')).toBe(false);
+    const retried = await until503Ends(
+      () => call(node.url, 'POST', '/v1/namespaces', { key, body: { namespace: ['late'] } }),
+      5_000,
+    );
+    expect(retried.status, retried.text).toBe(200);
+  });
+
   test('the record lost between reserve and commit (as a Redis restart without persistence loses it): the fence finds no lease, nothing commits, 503; the retry runs once', async () => {
     let forget = false;
     const { node } = await start(

@@ -140,9 +140,11 @@ export interface IdempotencyOptions<Host = unknown> {
   readonly readBeforeTransaction?: boolean;
   /**
    * When the host must have answered this request, on `performance.now()`'s clock (its own request deadline),
-   * or `undefined` for none. The read before the transaction (`readBeforeTransaction`) is given up then, and
-   * skipped once that time has passed, so that the transaction after it, which the host bounds by the same
-   * time, still answers within it. @default none: the read is bounded by `storeTimeoutMs` alone
+   * or `undefined` for none. The store calls before the handler end by then: a reserve (and each poll of the
+   * `wait` strategy) not answered by then is the store's timeout (503, a late reservation freed), and past it
+   * the store is not called; the read before the transaction (`readBeforeTransaction`) is given up then, or
+   * skipped, and the transaction after it, which the host bounds by the same time, answers within it.
+   * @default none: each call is bounded by `storeTimeoutMs` alone
    */
   readonly deadline?: (request: IdempotentRequest<Host>) => number | undefined;
   readonly statuses?: Partial<AnswerStatuses>;
@@ -535,7 +537,13 @@ function coordinator<Host>(options: IdempotencyOptions<Host>, timers: Timers): I
    */
   function reserve(attempt: Attempt<Host>): Timed<ReserveResult> | Promise<Timed<ReserveResult>> {
     const params = reserveParams(attempt, clock.nowMs(), leaseMs, keepMs);
-    return calls.timed('reserve', reserveIn, releaseLate, params);
+    if (deadlineOf === undefined) return calls.timed('reserve', reserveIn, releaseLate, params);
+    // Within the request's deadline too: past it, the store is not called, and the answer is the timeout's 503.
+    const leftMs = deadlineFor(attempt.request as IdempotentRequest<Host>) - performance.now();
+    if (!(leftMs > 0)) return { ok: false, error: new StoreTimeoutError('reserve', 0), durationMs: 0 };
+    const reserving = calls.timed('reserve', reserveIn, releaseLate, params);
+    if (!isThenable(reserving) || leftMs >= storeTimeoutMs) return reserving;
+    return givenUpAfter(reserving, leftMs, 'reserve', (late) => releaseLate(late, params));
   }
   const reserveIn = (params: ReserveParams): MaybePromise<ReserveResult> => store.reserve(params);
   /** A reserve answered after its deadline: a reservation nobody will use is freed at once. */
@@ -665,7 +673,7 @@ function coordinator<Host>(options: IdempotencyOptions<Host>, timers: Timers): I
         if (!(leftMs > 0)) return inTransaction(attempt);
         const read = calls.timed('load', loadIn, undefined, attempt);
         if (!isThenable(read)) return afterRead(read, attempt);
-        return (leftMs < storeTimeoutMs ? givenUpAfter(read, leftMs) : read).then((found) =>
+        return (leftMs < storeTimeoutMs ? givenUpAfter(read, leftMs, 'load') : read).then((found) =>
           afterRead(found, attempt),
         );
       }
@@ -689,19 +697,30 @@ function coordinator<Host>(options: IdempotencyOptions<Host>, timers: Timers): I
     }
   };
 
-  /** What `read` found, or a timeout once `ms` have passed (the read goes on; its answer is not waited for). */
-  const givenUpAfter = <T>(read: Promise<Timed<T>>, ms: number): Promise<Timed<T>> =>
-    new Promise((resolve) => {
-      const timer = setTimeout(
-        () => resolve({ ok: false, error: new StoreTimeoutError('load', ms), durationMs: ms }),
-        ms,
-      );
+  /**
+   * What `call` answered, or a timeout once `ms` have passed (a request's deadline before the store timeout): the
+   * call goes on, and what it answers then goes to `onLate` (a reservation nobody will use, to free).
+   */
+  function givenUpAfter<T>(
+    call: Promise<Timed<T>>,
+    ms: number,
+    operation: 'load' | 'reserve',
+    onLate?: (late: T) => void,
+  ): Promise<Timed<T>> {
+    return new Promise((resolve) => {
+      let givenUp = false;
+      const timer = setTimeout(() => {
+        givenUp = true;
+        resolve({ ok: false, error: new StoreTimeoutError(operation, ms), durationMs: ms });
+      }, ms);
       // (A timed call never rejects: it resolves with how it ended.)
-      void read.then((found) => {
+      void call.then((found) => {
         clearTimeout(timer);
-        resolve(found);
+        if (!givenUp) resolve(found);
+        else if (found.ok) onLate?.(found.value);
       });
     });
+  }
 
   /** Handed to the handler, which reserves the key inside its own transaction. */
   const inTransaction = (attempt: Attempt<Host>): BeginResult<Host> => {

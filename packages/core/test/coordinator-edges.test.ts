@@ -425,3 +425,37 @@ describe('coordinator: a keyed body that no parser read is the client’s or the
     expectExecute(await idem.begin(post({ body: UNSEEN_BODY })));
   });
 });
+
+describe('coordinator: the store calls before the handler end by the request’s deadline', () => {
+  test('a reserve not answered by the deadline is the store’s timeout; its late reservation is freed', async () => {
+    const { idem, backend, events } = setup({
+      storeTimeoutMs: 60_000, // (waited for, this test would time out)
+      deadline: () => performance.now() + 20,
+    });
+    backend.inject('reserve', 'hang');
+    expectReject(await idem.begin(post()), 503, 'IDEMPOTENCY_STORE_UNAVAILABLE');
+    expect(events.at(-1)).toMatchObject({ type: 'store-error', operation: 'reserve', status: 503 });
+    backend.inject('reserve', undefined);
+    backend.resume();
+    await new Promise((resolve) => setTimeout(resolve, 10));
+    expect(backend.calls).toEqual(['reserve', 'release']);
+    expect(backend.records.size).toBe(0);
+    expectExecute(await idem.begin(post())); // (the deadline is fresh for every request)
+  });
+
+  test.each([
+    ['closed', 503],
+    ['open', undefined],
+  ] as const)('past the deadline the store is not called (fail %s)', async (failMode, status) => {
+    const { idem, backend } = setup({ failMode, deadline: () => performance.now() - 1 });
+    const result = await idem.begin(post());
+    expect(backend.calls).toEqual([]);
+    if (status === undefined) expect(result).toMatchObject({ action: 'proceed', reason: 'fail-open' });
+    else expectReject(result, status, 'IDEMPOTENCY_STORE_UNAVAILABLE');
+  });
+
+  test('a store that answers in time is not held to the deadline’s timer', async () => {
+    const { idem } = setup({ deadline: () => performance.now() + 10_000 });
+    expectExecute(await idem.begin(post()));
+  });
+});

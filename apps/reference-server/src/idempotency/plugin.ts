@@ -79,7 +79,8 @@ export const catalogIdempotency = fp<CatalogIdempotencyOptions>(
       // A retry is answered by one read of its record before any transaction begins (none with the replay
       // cache): no BEGIN, no reservation attempt, no turn of the handler. A fresh key pays that read.
       readBeforeTransaction: true,
-      // That read ends by the request's deadline, as the transaction after it does.
+      // The store calls before the handler (that read; the reservation, with a leased store) end by the
+      // request's deadline, as the transaction after them does.
       deadline: ({ host }) => host?.deadline,
       // The spec declares 400, not 422, for every operation; Iceberg's Java client retries 503 with the same
       // key, and reads 409 as AlreadyExists / CommitFailed.
