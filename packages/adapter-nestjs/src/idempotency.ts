@@ -12,8 +12,11 @@ import {
 import {
   bodyOfParsed,
   describeRequest,
+  type HandedOverSettlement,
+  isResponseGone,
   type NodeIdempotencyOptions,
-  startExecution,
+  settleHandedOver,
+  settleOnResponse,
   writeResponse,
 } from '@idem/node-http';
 import {
@@ -24,9 +27,10 @@ import {
   Injectable,
   Module,
   type NestInterceptor,
+  Optional,
   SetMetadata,
 } from '@nestjs/common';
-import { APP_INTERCEPTOR, Reflector } from '@nestjs/core';
+import { APP_INTERCEPTOR, HttpAdapterHost, Reflector } from '@nestjs/core';
 import { Observable, type Observer, type Subscriber, type Unsubscribable } from 'rxjs';
 
 /** The request of either platform, as the hooks (`scope`, `formatError`, `redact`) receive it. */
@@ -103,13 +107,19 @@ export class IdempotencyInterceptor implements NestInterceptor {
    */
   readonly #perHandler = new WeakMap<object, WeakMap<object, Idempotency<NestHttpRequest> | false>>();
 
+  /** On platform-fastify: the answer is taken where Fastify hands it over ({@link handOverOn}). */
+  readonly #handedOver: boolean;
+
   constructor(
     @Inject(IDEMPOTENCY_OPTIONS) options: NestIdempotencyOptions,
     @Inject(Reflector) reflector: Reflector,
+    @Optional() @Inject(HttpAdapterHost) adapterHost?: HttpAdapterHost,
   ) {
     this.#options = options;
     this.#reflector = reflector;
     this.#base = createIdempotency<NestHttpRequest>(options);
+    const adapter = adapterHost?.httpAdapter;
+    this.#handedOver = adapter?.getType() === 'fastify' && handOverOn(adapter.getInstance());
   }
 
   #coordinatorOf(context: ExecutionContext): Idempotency<NestHttpRequest> | false {
@@ -157,8 +167,9 @@ export class IdempotencyInterceptor implements NestInterceptor {
     request.idempotency = null;
     const response = http.getResponse<ServerResponse | { raw: ServerResponse }>();
     const options = this.#options;
+    const handedOver = this.#handedOver;
     return new Observable(
-      (subscriber) => new Interception(idem, options, request, response, next, subscriber),
+      (subscriber) => new Interception(idem, options, handedOver, request, response, next, subscriber),
     );
   }
 }
@@ -176,6 +187,7 @@ class Interception implements Observer<unknown>, Unsubscribable {
   constructor(
     idem: Idempotency<NestHttpRequest>,
     options: NestIdempotencyOptions,
+    private readonly handedOver: boolean,
     private readonly request: NestHttpRequest,
     private readonly response: ServerResponse | { raw: ServerResponse },
     private readonly handler: CallHandler,
@@ -226,13 +238,22 @@ class Interception implements Observer<unknown>, Unsubscribable {
         sendWhole(this.response, res, result.response);
         return;
     }
-    const started = startExecution(result.execution, res);
-    if (started !== true) {
-      started.catch((error: unknown) => this.subscriber.error(error)); // the client left: run nothing
+    const { execution } = result;
+    if (isResponseGone(res)) {
+      // The client left while the key was reserved: release it, and run nothing.
+      execution.abort().catch((error: unknown) => this.subscriber.error(error));
       return;
     }
-    this.#execution = result.execution;
-    request.idempotency = result.execution;
+    if (this.handedOver && isFastifyReply(this.response)) {
+      // Fastify hands the answer to the last onSend hook (handOverOn): taken there, whole, as the Fastify
+      // adapter takes it; what the app writes itself after `reply.hijack()` is captured as it is written.
+      (request as Settled)[SETTLEMENT] = settleHandedOver(execution, res, this.response);
+      (this.response as unknown as { hijack: () => unknown }).hijack = hijackCaptured;
+    } else {
+      settleOnResponse(execution, res);
+    }
+    this.#execution = execution;
+    request.idempotency = execution;
     this.#run();
   }
 
@@ -266,9 +287,68 @@ class Interception implements Observer<unknown>, Unsubscribable {
 
 /** The part of Fastify's reply that sends a whole answer (the response of platform-fastify). */
 interface FastifyReplyLike {
+  readonly request: object;
   code(status: number): FastifyReplyLike;
   headers(headers: Record<string, HeaderValue>): FastifyReplyLike;
+  getHeaders(): Record<string, HeaderValue>;
   send(body?: unknown): unknown;
+}
+
+/** The part of Nest's Fastify instance the hand-over is installed with. */
+interface FastifyLike {
+  hasRequestDecorator(name: string | symbol): boolean;
+  decorateRequest(name: string | symbol, value: unknown): unknown;
+  addHook(name: 'onRoute', hook: (route: { onSend?: unknown }) => void): unknown;
+}
+
+/** Where a Fastify request under a key keeps the settlement of its answer (decorated, for its shape). */
+const SETTLEMENT = Symbol('@idem/adapter-nestjs settlement');
+type Settled = { [SETTLEMENT]?: HandedOverSettlement | undefined };
+type OnSendDone = (error: Error | null, payload?: unknown) => void;
+
+/** Every route's last onSend hook: the answer Fastify is about to write, handed to the request's settlement. */
+function handOver(request: Settled, _reply: unknown, payload: unknown, done: OnSendDone): void {
+  const settlement = request[SETTLEMENT];
+  if (settlement === undefined) {
+    done(null, payload);
+    return;
+  }
+  settlement.sending(payload);
+  try {
+    done(null, payload); // throws when Fastify cannot write it: its error answer comes next
+  } finally {
+    settlement.sent();
+  }
+}
+
+/** `reply.hijack()` of a request under a key: what the app then writes itself is captured from here. */
+function hijackCaptured(this: FastifyReplyLike & { hijack(): unknown }): unknown {
+  (this.request as Settled)[SETTLEMENT]?.captureWrites();
+  return (Object.getPrototypeOf(this) as { hijack(): unknown }).hijack.call(this);
+}
+
+const handingOver = new WeakSet<object>();
+
+/**
+ * Put {@link handOver} last among the onSend hooks of every route Nest adds from now on (its routes are added
+ * after the interceptor is made), once per Fastify instance. False when the instance takes no more hooks (it
+ * has started): answers are then captured as they are written, as on Express. A route that was added before
+ * (or a hook that runs after this one and writes the answer itself) is captured as it is written too: the
+ * settlement takes over at the first head it did not see handed over.
+ */
+function handOverOn(instance: unknown): boolean {
+  const fastify = instance as FastifyLike;
+  if (handingOver.has(fastify)) return true;
+  try {
+    if (!fastify.hasRequestDecorator(SETTLEMENT)) fastify.decorateRequest(SETTLEMENT, undefined);
+    fastify.addHook('onRoute', (route) => {
+      route.onSend = [...[route.onSend ?? []].flat(), handOver];
+    });
+  } catch {
+    return false; // started already: no hook can be added now
+  }
+  handingOver.add(fastify);
+  return true;
 }
 const isFastifyReply = (response: object): response is FastifyReplyLike =>
   'raw' in response && typeof (response as Partial<FastifyReplyLike>).send === 'function';
