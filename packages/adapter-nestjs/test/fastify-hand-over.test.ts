@@ -27,14 +27,14 @@ import { closeApps, post, startApp } from './review-helpers.js';
 afterEach(closeApps);
 
 let runs = 0;
-/** Whether the response's `write` was its own when the handler ran: no capture patched it. */
-let writeUnpatched: boolean | undefined;
+/** The `end` each response had when the handler ran, by run. */
+const ends: unknown[] = [];
 
 @Controller()
 class C {
   @Post('json') json(@Res({ passthrough: true }) reply: FastifyReply) {
     runs++;
-    writeUnpatched = reply.raw.write === ServerResponse.prototype.write;
+    ends.push(reply.raw.end);
     return { run: runs };
   }
   @Post('conflict') conflict() {
@@ -99,11 +99,16 @@ const places = {
 };
 
 describe('platform-fastify: the answer as Fastify hands it over', () => {
-  test('the response is not patched for writes: the answer is taken from the onSend hand-over', async () => {
+  test('responses are watched by shared functions, not captured by closures made per request', async () => {
     const { url } = await startApp('fastify', moduleOf(createMemoryStore()) as never);
-    writeUnpatched = undefined;
+    ends.length = 0;
     const { first, firstText, retry, retryText } = await twice(url, 'json');
-    expect(writeUnpatched).toBe(true);
+    await twice(url, 'json');
+    // The hand-over watches `end` with one function for every response; a capture of what is written wraps
+    // each response's own in a closure.
+    expect(ends).toHaveLength(2);
+    expect(ends[0]).toBe(ends[1]);
+    expect(ends[0]).not.toBe(ServerResponse.prototype.end);
     expect(first.status).toBe(201);
     expect(retry.headers.get('idempotent-replayed')).toBe('true');
     expect(retryText).toBe(firstText);

@@ -51,24 +51,24 @@ const isWhole = (payload: unknown): payload is Whole =>
  * - an answer that is still being written when the framework returns (trailers to come, HTTP/2 in chunks)
  *   settles when the response closes: as above when it finished, else with the status and no body (the
  *   replay says it was omitted);
- * - the client left before the answer was handed over, and the framework did not end the response with it (a
- *   later hook made a stream of it, which the framework drops for a client that is gone, or is still at work)
- *   → `finish` with the status and no body: the work is done, what would have gone out is not known;
+ * - the framework did not end the response with what was handed over (a later hook is still at work: it may
+ *   change the status, fail, or make a stream of it) → whatever is written next is captured, the client there
+ *   or not: an answer ended is stored whole, a fault's error answer releases the key, a stream written for a
+ *   client that has left stores the status and no body;
  * - the client leaves before any answer → nothing yet: the handler's answer settles the key when it is
  *   handed over (the coordinator's `maxExecutionMs` bounds a handler that never answers);
  * - the response is destroyed before any answer was handed over (a handler's `reply.raw.destroy()` without
  *   `reply.hijack()`), the client there or not → `abort` at once: the key is released, no answer will come.
  *
- * The response's `writeHead`, `end` and `destroy` are replaced while it is watched, by functions shared by every
- * response (each finds its settlement on the response): no closure or listener is made per request for an
- * answer written whole.
+ * The response's `writeHead`, `write`, `end` and `destroy` are replaced while it is watched, by functions
+ * shared by every response (each finds its settlement on the response): no closure or listener is made per
+ * request for an answer written whole.
  *
  * What is written any other way is captured as {@link settleOnResponse} captures it, from the moment it starts:
- * a stream or web `Response` handed over, a whole answer that a later hook took on without it going out (as
- * an answer given: a client that leaves before it is written settles the key with its status and no body), a
- * response the app writes itself after `captureWrites()` (a hijacked reply), and a head written on the
- * response directly, outside the framework's send (a body written before any head, which Node.js heads
- * implicitly, is stored as omitted, since its first bytes went by before the head).
+ * a stream or web `Response` handed over, a whole answer that a later hook took on without it going out, a
+ * response the app writes itself after `captureWrites()` (a hijacked reply), and anything written on the
+ * response directly, outside the framework's send (a head, a body written before any head, an `end`): the
+ * call that starts it is the capture's first, so no byte goes by unseen.
  *
  * `finish` and `abort` never throw, so nothing here can reject unhandled.
  */
@@ -89,13 +89,18 @@ type Watched = ServerResponse & { [WATCHED]: HandedOver };
 // The response's methods while a settlement watches it: one function each for every response, which finds its
 // settlement on the response (no closure made per request). Each hands its call on as it came (`arguments`,
 // which the engine passes on to `apply` without building an array).
-function watchedWriteHead(this: Watched, _status: number, headers?: unknown): unknown {
-  const target = this[WATCHED].head(this, headers === undefined);
+function watchedWriteHead(this: Watched): unknown {
+  const target = this[WATCHED].head(this);
+  // biome-ignore lint/complexity/noArguments: forwarded whole, without an array per call
+  return target.apply(this, arguments as unknown as unknown[]);
+}
+function watchedWrite(this: Watched): unknown {
+  const target = this[WATCHED].writing(this);
   // biome-ignore lint/complexity/noArguments: forwarded whole, without an array per call
   return target.apply(this, arguments as unknown as unknown[]);
 }
 function watchedEnd(this: Watched, chunk?: unknown): unknown {
-  const target = this[WATCHED].ending(chunk);
+  const target = this[WATCHED].ending(this, chunk);
   // biome-ignore lint/complexity/noArguments: forwarded whole, without an array per call
   return target.apply(this, arguments as unknown as unknown[]);
 }
@@ -111,6 +116,7 @@ class HandedOver implements HandedOverSettlement {
   readonly #res: ServerResponse;
   readonly #headers: HeaderSource;
   readonly #writeHead: Method;
+  readonly #write: Method;
   readonly #end: Method;
   readonly #destroy: Method;
   /** `end` was called while the framework wrote what was handed over, with this chunk: what went out. */
@@ -127,38 +133,62 @@ class HandedOver implements HandedOverSettlement {
   #settled = false;
   /** Waiting for the end of an answer still being written. */
   #listening = false;
+  /** The response's `close` listeners when the last whole body was handed over. */
+  #closeListeners = 0;
 
   constructor(execution: Execution, res: ServerResponse, headers: HeaderSource) {
     this.#execution = execution;
     this.#res = res;
     this.#headers = headers;
     this.#writeHead = res.writeHead as Method;
+    this.#write = res.write as Method;
     // What the framework ends the response with is the body that went out, whichever hook made it (another
     // plugin's onSend hook may come after this one and change the payload).
     this.#end = res.end as Method;
     this.#destroy = res.destroy as Method;
     (res as Watched)[WATCHED] = this;
     res.writeHead = watchedWriteHead as ServerResponse['writeHead'];
+    res.write = watchedWrite as ServerResponse['write'];
     res.end = watchedEnd as ServerResponse['end'];
     res.destroy = watchedDestroy as ServerResponse['destroy'];
   }
 
-  /** A head is being written: the method that writes it. */
-  head(res: ServerResponse, statusOnly: boolean): Method {
-    // A head outside the framework's send: the app writes on the response itself. Capture from here, through
-    // the capture's own wrapper, which reads this head too. (A head with a status alone may be Node's implicit
-    // one, inside a `write` or `end` whose bytes go by before any wrapper sees them.)
-    if (!this.#sending && !this.#capturing) this.#capture(statusOnly, false);
+  /**
+   * A head is being written: the method that writes it. Outside the framework's send, the app writes on the
+   * response itself: captured from here, through the capture's own wrapper, which reads this head too. (Node's
+   * implicit head comes from inside a `write` or an `end`, which began the capture already.)
+   */
+  head(res: ServerResponse): Method {
+    if (this.#outside()) this.#capture(false, false);
     return this.#capturing ? (res.writeHead as Method) : this.#writeHead;
   }
 
+  /** A body is being written: the method that writes it (the capture's, outside the framework's send). */
+  writing(res: ServerResponse): Method {
+    if (this.#outside()) this.#capture(false, false);
+    return this.#capturing ? (res.write as Method) : this.#write;
+  }
+
   /** The response is being ended with `chunk`: the method that ends it. */
-  ending(chunk: unknown): Method {
-    if (this.#sending && !this.#ended) {
-      this.#ended = true;
-      this.#endChunk = chunk;
+  ending(res: ServerResponse, chunk: unknown): Method {
+    if (this.#sending) {
+      if (!this.#ended) {
+        this.#ended = true;
+        this.#endChunk = chunk;
+      }
+      return this.#end;
     }
-    return this.#end;
+    // Ended outside the framework's send, by the app itself: captured, its chunk and its implicit head with it.
+    if (this.#outside()) this.#capture(false, false);
+    return this.#capturing ? (res.end as Method) : this.#end;
+  }
+
+  /**
+   * A call on the response now is the app's own, outside the framework's send: nothing handed over is being
+   * written, or still going out, and nothing has settled the key.
+   */
+  #outside(): boolean {
+    return !this.#sending && !this.#capturing && !this.#settled && !this.#written;
   }
 
   /** The response is being destroyed: the method that destroys it. */
@@ -186,6 +216,7 @@ class HandedOver implements HandedOverSettlement {
     this.#written = false;
     this.#ended = false;
     this.#endChunk = undefined;
+    this.#closeListeners = this.#res.listenerCount('close');
     this.#sending = true;
   }
 
@@ -199,19 +230,21 @@ class HandedOver implements HandedOverSettlement {
       this.#payload = typeof chunk === 'function' ? undefined : isWhole(chunk) ? chunk : undefined;
     }
     if (!res.headersSent) {
-      if (isConnectionGone(res)) {
-        // The client has left (an HTTP/2 stream that closed writes no head). The answer is known whole when the
-        // framework ended the response with it; otherwise a later hook took it on (a stream, dropped for a
-        // client that is gone, or a hook still running): its status is known, its body is not.
-        this.#written = this.#ended;
-        this.#settle(!this.#ended);
+      if (this.#ended) {
+        // The framework ended the response with the answer, and no head went out: the client has left (an
+        // HTTP/2 stream that closed writes none). The answer is known whole.
+        this.#written = true;
+        this.#settle(false);
         return;
       }
-      // Nothing went out yet: its head failed (a header Node refuses), the framework refused the payload, or a
-      // later hook turned it into a stream, or is still at work. Whatever is written next, an error answer or
-      // that stream, is captured as it is written; the handler has answered, so a client that leaves before
-      // it is written settles the key with its status.
-      this.#capture(false, true);
+      // Nothing went out yet: its head failed (a header Node refuses), the framework refused the payload, a
+      // later hook made a stream of it that the framework has begun to write (it watches the response's close
+      // for it), or a later hook is still at work (it may change the status, fail, or make a stream of it).
+      // Whatever is written next, that answer or an error answer, is captured as it is written, the client
+      // there or not: an end stores it whole, a fault releases the key. A stream already taken on is the
+      // answer given: a client that leaves before it is written settles the key with the status alone; while
+      // a hook is at work, nothing is decided until it hands its answer on.
+      this.#capture(false, res.listenerCount('close') > this.#closeListeners);
       return;
     }
     this.#written = true;
@@ -241,6 +274,7 @@ class HandedOver implements HandedOverSettlement {
     this.#sending = false;
     const res = this.#res;
     res.writeHead = this.#writeHead as ServerResponse['writeHead'];
+    res.write = this.#write as ServerResponse['write'];
     res.end = this.#end as ServerResponse['end'];
     res.destroy = this.#destroy as ServerResponse['destroy'];
     settleOnResponse(this.#execution, res, { bodyUnseen: missedFirstBytes, answered });

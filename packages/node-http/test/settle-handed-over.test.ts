@@ -106,13 +106,32 @@ describe('settleHandedOver', () => {
     expect(Buffer.from(fake.finished[0]?.body as Uint8Array).toString()).toBe('written raw');
   });
 
-  test("a body written before any head (Node's implicit head) keeps the status, and says the body was omitted", async () => {
+  test('an answer ended on the response itself, headed implicitly by Node, is stored whole', async () => {
     const { fake, answer } = await run((res) => {
       res.statusCode = 202;
       res.end('implicit');
     });
     expect(answer.body).toBe('implicit');
-    expect(fake.finished[0]).toMatchObject({ status: 202, body: null, bodyTruncated: true });
+    expect(fake.finished[0]).toMatchObject({ status: 202, bodyTruncated: false });
+    expect(Buffer.from(fake.finished[0]?.body as Uint8Array).toString()).toBe('implicit');
+  });
+
+  test('a body written on the response before any head, then its end, is stored whole', async () => {
+    const { fake, answer } = await run((res) => {
+      res.statusCode = 200;
+      res.write('written ');
+      res.end('first');
+    });
+    expect(answer.body).toBe('written first');
+    expect(Buffer.from(fake.finished[0]?.body as Uint8Array).toString()).toBe('written first');
+  });
+
+  test('an explicit head with a status alone, then the body: stored whole', async () => {
+    const { fake } = await run((res) => {
+      res.writeHead(200);
+      res.end('after the head');
+    });
+    expect(Buffer.from(fake.finished[0]?.body as Uint8Array).toString()).toBe('after the head');
   });
 
   test('captureWrites: what the app then writes itself (a hijacked reply) is the answer', async () => {
