@@ -332,9 +332,9 @@ const handingOver = new WeakSet<object>();
 /**
  * Put {@link handOver} last among the onSend hooks of every route Nest adds from now on (its routes are added
  * after the interceptor is made), once per Fastify instance. False when the instance takes no more hooks (it
- * has started): answers are then captured as they are written, as on Express. A route that was added before
- * (or a hook that runs after this one and writes the answer itself) is captured as it is written too: the
- * settlement takes over at the first head it did not see handed over.
+ * has started): answers are then captured as they are written, as on Express. On a route without the hook
+ * (added before, or another plugin replaced its hooks) the answer is captured as it is written too: the
+ * settlement starts a capture at the first head, write or end it did not see handed over.
  */
 function handOverOn(instance: unknown): boolean {
   const fastify = instance as FastifyLike;
