@@ -297,6 +297,8 @@ function coordinator<Host>(options: IdempotencyOptions<Host>, timers: Timers): I
   const methods = new Set(
     (options.methods ?? ['POST', 'PUT', 'PATCH', 'DELETE']).map((m) => m.toUpperCase()),
   );
+  /** Whether `method` (any case; as Node.js and fetch give it, upper case, which costs no conversion) is covered. */
+  const covered = (method: string): boolean => methods.has(method) || methods.has(method.toUpperCase());
   const headerName = (options.headerName ?? 'idempotency-key').toLowerCase();
   const keyFormat = options.keyFormat ?? 'uuidv7';
   // The clock is read for a key only when something looks at the time: a custom format, or the skew check.
@@ -618,7 +620,7 @@ function coordinator<Host>(options: IdempotencyOptions<Host>, timers: Timers): I
   function begin(request: IdempotentRequest<Host>): BeginResult<Host> | Promise<BeginResult<Host>> {
     try {
       if (!enabled) return { action: 'proceed', reason: 'disabled' };
-      if (!methods.has(request.method.toUpperCase())) return { action: 'proceed', reason: 'method' };
+      if (!covered(request.method)) return { action: 'proceed', reason: 'method' };
       if (request.key === undefined) {
         if (!required) return { action: 'proceed', reason: 'no-key' };
         return {
@@ -785,7 +787,7 @@ function coordinator<Host>(options: IdempotencyOptions<Host>, timers: Timers): I
   return {
     headerName,
     waits,
-    covers: (method) => enabled && methods.has(method.toUpperCase()),
+    covers: (method) => enabled && covered(method),
     begin,
     with: (overrides) => coordinator(overridden(options, overrides), timers),
   };
