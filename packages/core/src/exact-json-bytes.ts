@@ -75,7 +75,9 @@ function grown(array: Int32Array, needed: number): Int32Array {
 const PLAIN = new Uint8Array(256);
 for (let c = SPACE; c < 0x80; c++) if (c !== QUOTE && c !== BACKSLASH) PLAIN[c] = 1;
 
-const isSpace = (c: number): boolean => c === SPACE || c === LINE_FEED || c === RETURN || c === TAB;
+/** JSON's whitespace; anything above a space (nearly every byte read) is told apart by one comparison. */
+const isSpace = (c: number): boolean =>
+  c <= SPACE && (c === SPACE || c === LINE_FEED || c === RETURN || c === TAB);
 
 function isHex(c: number): boolean {
   return (c >= ZERO && c <= NINE) || ((c | 0x20) >= 0x61 && (c | 0x20) <= 0x66);
