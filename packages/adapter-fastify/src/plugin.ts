@@ -1,7 +1,14 @@
 import type { BeginResult, Execution, IdempotencyOverrides } from '@idem/core';
 import { createIdempotency, errorResponse, type WholeResponse } from '@idem/core';
-import type { HandedOverSettlement, KeptBody, NodeIdempotencyOptions } from '@idem/node-http';
-import { describeRequest, isResponseGone, keepBody, settleHandedOver } from '@idem/node-http';
+import type { KeptBody, NodeIdempotencyOptions } from '@idem/node-http';
+import {
+  decorateSettlement,
+  describeRequest,
+  handOver,
+  isResponseGone,
+  keepBody,
+  settleOnReply,
+} from '@idem/node-http';
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest, RouteOptions } from 'fastify';
 import fp from 'fastify-plugin';
 
@@ -24,11 +31,7 @@ export interface FastifyIdempotencyOptions extends NodeIdempotencyOptions<Fastif
 
 // On the request itself (decorated): kept in a WeakMap keyed by it, every request outlived the young generation.
 const KEPT = Symbol('@idem/adapter-fastify kept body');
-const SETTLEMENT = Symbol('@idem/adapter-fastify settlement');
-type Kept = FastifyRequest & {
-  [KEPT]?: KeptBody | undefined;
-  [SETTLEMENT]?: HandedOverSettlement | undefined;
-};
+type Kept = FastifyRequest & { [KEPT]?: KeptBody | undefined };
 /** A hook's callback: the next hook, or Fastify's error answer. */
 type Done = (error?: Error) => void;
 /** A route's hooks of one kind (none, one or several, as Fastify takes them), with `hook` after them. */
@@ -36,7 +39,8 @@ const append = <T>(hooks: T | T[] | undefined, hook: T): T[] => [...[hooks ?? []
 
 const idempotencyPlugin: FastifyPluginAsync<FastifyIdempotencyOptions> = async (fastify, options) => {
   const base = createIdempotency<FastifyRequest>(options);
-  for (const name of ['idempotency', KEPT, SETTLEMENT]) fastify.decorateRequest(name, undefined);
+  for (const name of ['idempotency', KEPT]) fastify.decorateRequest(name, undefined);
+  decorateSettlement(fastify);
   // Options are resolved once per route, where the route is defined, and only covered routes get hooks.
   fastify.addHook('onRoute', (routeOptions: RouteOptions) => {
     const config = routeOptions.config?.idempotency;
@@ -51,16 +55,7 @@ const idempotencyPlugin: FastifyPluginAsync<FastifyIdempotencyOptions> = async (
       done(null, kept?.stream ?? payload);
     });
     // The answer as Fastify hands it over, last of the onSend hooks: `done` writes it (a whole body at once).
-    routeOptions.onSend = append(routeOptions.onSend, (request, _reply, payload, done) => {
-      const settlement = (request as Kept)[SETTLEMENT];
-      if (settlement === undefined) return done(null, payload);
-      settlement.sending(payload);
-      try {
-        done(null, payload); // throws when Fastify cannot write it: its error answer comes next
-      } finally {
-        settlement.sent();
-      }
-    });
+    routeOptions.onSend = append(routeOptions.onSend, handOver);
     // preHandler: the body is parsed and validated, so invalid input never reaches the store. Callback style:
     // `begin` answers synchronously for a synchronous store, and then nothing here waits for a promise.
     routeOptions.preHandler = append(routeOptions.preHandler, (request, reply, done) => {
@@ -99,21 +94,14 @@ const idempotencyPlugin: FastifyPluginAsync<FastifyIdempotencyOptions> = async (
           execution.abort().then(() => reply.hijack(), done);
           return;
         }
-        (request as Kept)[SETTLEMENT] = settleHandedOver(execution, reply.raw, reply);
-        // A hijacked reply is written by the app itself: captured as it is written.
-        (reply as { hijack: FastifyReply['hijack'] }).hijack = hijackCaptured;
+        // Taken as Fastify hands it over; a hijacked reply, as the app writes it.
+        settleOnReply(execution, reply);
         request.idempotency = execution;
         done();
       }
     }
   }
 };
-
-/** `reply.hijack()` of a request under a key: what the app then writes itself is captured from here. */
-function hijackCaptured(this: FastifyReply): FastifyReply {
-  (this.request as Kept)[SETTLEMENT]?.captureWrites();
-  return (Object.getPrototypeOf(this) as FastifyReply).hijack.call(this);
-}
 
 /**
  * Fastify 5 plugin that makes covered requests idempotent by their `Idempotency-Key`. Register it before the

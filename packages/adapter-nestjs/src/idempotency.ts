@@ -11,11 +11,14 @@ import {
 } from '@idem/core';
 import {
   bodyOfParsed,
+  decorateSettlement,
   describeRequest,
-  type HandedOverSettlement,
+  type FastifyReplyLike,
+  type FastifySettlementHost,
+  handOver,
   isResponseGone,
   type NodeIdempotencyOptions,
-  settleHandedOver,
+  settleOnReply,
   settleOnResponse,
   writeResponse,
 } from '@idem/node-http';
@@ -247,8 +250,7 @@ class Interception implements Observer<unknown>, Unsubscribable {
     if (this.handedOver && isFastifyReply(this.response)) {
       // Fastify hands the answer to the last onSend hook (handOverOn): taken there, whole, as the Fastify
       // adapter takes it; what the app writes itself after `reply.hijack()` is captured as it is written.
-      (request as Settled)[SETTLEMENT] = settleHandedOver(execution, res, this.response);
-      (this.response as unknown as { hijack: () => unknown }).hijack = hijackCaptured;
+      settleOnReply(execution, this.response);
     } else {
       settleOnResponse(execution, res);
     }
@@ -286,45 +288,15 @@ class Interception implements Observer<unknown>, Unsubscribable {
 }
 
 /** The part of Fastify's reply that sends a whole answer (the response of platform-fastify). */
-interface FastifyReplyLike {
-  readonly request: object;
-  code(status: number): FastifyReplyLike;
-  headers(headers: Record<string, HeaderValue>): FastifyReplyLike;
-  getHeaders(): Record<string, HeaderValue>;
+interface FastifyReplySender extends FastifyReplyLike {
+  code(status: number): FastifyReplySender;
+  headers(headers: Record<string, HeaderValue>): FastifyReplySender;
   send(body?: unknown): unknown;
 }
 
 /** The part of Nest's Fastify instance the hand-over is installed with. */
-interface FastifyLike {
-  hasRequestDecorator(name: string | symbol): boolean;
-  decorateRequest(name: string | symbol, value: unknown): unknown;
+interface FastifyLike extends FastifySettlementHost {
   addHook(name: 'onRoute', hook: (route: { onSend?: unknown }) => void): unknown;
-}
-
-/** Where a Fastify request under a key keeps the settlement of its answer (decorated, for its shape). */
-const SETTLEMENT = Symbol('@idem/adapter-nestjs settlement');
-type Settled = { [SETTLEMENT]?: HandedOverSettlement | undefined };
-type OnSendDone = (error: Error | null, payload?: unknown) => void;
-
-/** Every route's last onSend hook: the answer Fastify is about to write, handed to the request's settlement. */
-function handOver(request: Settled, _reply: unknown, payload: unknown, done: OnSendDone): void {
-  const settlement = request[SETTLEMENT];
-  if (settlement === undefined) {
-    done(null, payload);
-    return;
-  }
-  settlement.sending(payload);
-  try {
-    done(null, payload); // throws when Fastify cannot write it: its error answer comes next
-  } finally {
-    settlement.sent();
-  }
-}
-
-/** `reply.hijack()` of a request under a key: what the app then writes itself is captured from here. */
-function hijackCaptured(this: FastifyReplyLike & { hijack(): unknown }): unknown {
-  (this.request as Settled)[SETTLEMENT]?.captureWrites();
-  return (Object.getPrototypeOf(this) as { hijack(): unknown }).hijack.call(this);
 }
 
 const handingOver = new WeakSet<object>();
@@ -340,7 +312,7 @@ function handOverOn(instance: unknown): boolean {
   const fastify = instance as FastifyLike;
   if (handingOver.has(fastify)) return true;
   try {
-    if (!fastify.hasRequestDecorator(SETTLEMENT)) fastify.decorateRequest(SETTLEMENT, undefined);
+    decorateSettlement(fastify);
     fastify.addHook('onRoute', (route) => {
       route.onSend = [...[route.onSend ?? []].flat(), handOver];
     });
@@ -350,8 +322,8 @@ function handOverOn(instance: unknown): boolean {
   handingOver.add(fastify);
   return true;
 }
-const isFastifyReply = (response: object): response is FastifyReplyLike =>
-  'raw' in response && typeof (response as Partial<FastifyReplyLike>).send === 'function';
+const isFastifyReply = (response: object): response is FastifyReplySender =>
+  'raw' in response && typeof (response as Partial<FastifyReplySender>).send === 'function';
 
 /**
  * Send a whole answer (a replay, a refusal) as the platform sends one: through Fastify's reply, which adds the
