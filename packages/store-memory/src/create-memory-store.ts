@@ -27,6 +27,7 @@ import {
   safeListener,
   systemClock,
 } from '@idem/core';
+import { LRUCache } from 'lru-cache';
 
 export interface MemoryStoreOptions {
   /** The most completed records kept; the least recently used go first. @default 10_000 */
@@ -100,10 +101,7 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): MemoryStore
   const clock = options.clock ?? systemClock;
   const emit = safeListener(options.onEvent);
   const listening = hasListeners(emit);
-  const maxEntries = options.maxEntries ?? 10_000;
-  if (!Number.isSafeInteger(maxEntries) || maxEntries < 1) {
-    throw new RangeError(`maxEntries must be a positive integer, got ${maxEntries}`);
-  }
+  const inFlight = new Map<string, IdempotencyRecord>();
   const maxSizeBytes = options.maxSizeBytes;
   if (maxSizeBytes !== undefined && !(maxSizeBytes > RECORD_OVERHEAD_BYTES)) {
     throw new RangeError(`maxSizeBytes must be more than ${RECORD_OVERHEAD_BYTES}, got ${maxSizeBytes}`);
@@ -115,80 +113,32 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): MemoryStore
       size += name.length + value.length;
     return size;
   };
-
-  /**
-   * Every record, in flight (it has an owner) and completed (it has none), by id, least recently used first: a
-   * key's first use puts it last, a replay moves it last, and completing it in place keeps it there (a request
-   * that ran long is moved last when eviction reaches it). One `Map`, so that completing a record moves
-   * nothing: the memory store costs a request two lookups, two writes and, when full, one eviction.
-   */
-  const records = new Map<string, IdempotencyRecord>();
-  let completedCount = 0;
-  let completedBytes = 0;
-
-  /** `record` (completed) is gone from `records`: count it out. */
-  const uncount = (record: IdempotencyRecord): void => {
-    completedCount--;
-    if (maxSizeBytes !== undefined) completedBytes -= sizeOf(record);
-  };
-  /** `id`, used now: moved last. */
-  const touch = (id: string, record: IdempotencyRecord): void => {
-    records.delete(id);
-    records.set(id, record);
-  };
-
-  /**
-   * The records from the least recently used on, read by one iterator that lives as long as the store: a `Map`
-   * leaves a hole where an entry is deleted until it grows, and a new iterator would step over every hole
-   * eviction left at the front, again on every eviction.
-   */
-  let oldest = records.keys();
-
-  /**
-   * Drop the least recently used completed records while over a bound. In-flight records are never dropped
-   * (that would let a duplicate run while the first still executes): one met first is moved last, as is
-   * `kept`, the record just completed, so that each is passed over once.
-   */
-  const evict = (kept: IdempotencyRecord): void => {
-    while (
-      completedCount > maxEntries ||
-      (maxSizeBytes !== undefined && completedBytes > maxSizeBytes && completedCount > 1)
-    ) {
-      let next = oldest.next();
-      if (next.done === true) {
-        oldest = records.keys();
-        next = oldest.next();
-        if (next.done === true) return;
+  const completed = new LRUCache<string, IdempotencyRecord>({
+    max: options.maxEntries ?? 10_000,
+    ...(maxSizeBytes === undefined ? {} : { maxSize: maxSizeBytes, sizeCalculation: sizeOf }),
+    dispose: (record, _id, reason) => {
+      if (reason === 'evict' && listening) {
+        emit({ type: 'evicted', scope: record.scope, key: record.key, reason: 'capacity' });
       }
-      const id = next.value;
-      const record = records.get(id) as IdempotencyRecord;
-      if (record.owner !== null || record === kept) {
-        touch(id, record);
-        continue;
-      }
-      records.delete(id);
-      uncount(record);
-      if (listening) emit({ type: 'evicted', scope: record.scope, key: record.key, reason: 'capacity' });
-    }
-  };
-
-  /** Remove the record of `id`, whichever state it is in; `true` when there was one. */
-  const remove = (id: string): boolean => {
-    const record = records.get(id);
-    if (record === undefined) return false;
-    records.delete(id);
-    if (record.owner === null) uncount(record);
-    return true;
-  };
+    },
+  });
 
   const purgeExpired = ({ beforeMs, limit }: { beforeMs: number; limit: number }): number => {
+    let count = 0;
+    for (const [id, record] of inFlight) {
+      if (count >= limit) return count;
+      if (record.expiresAtMs < beforeMs) {
+        inFlight.delete(id);
+        count++;
+      }
+    }
     const expired: string[] = [];
-    for (const [id, record] of records) {
-      if (expired.length >= limit) break;
+    for (const [id, record] of completed.entries()) {
+      if (count + expired.length >= limit) break;
       if (record.expiresAtMs < beforeMs) expired.push(id);
     }
-    for (const id of expired) remove(id);
-    return expired.length;
+    for (const id of expired) completed.delete(id);
+    return count + expired.length;
   };
 
   const sweepIntervalMs = options.sweepIntervalMs ?? 60_000;
@@ -203,31 +153,30 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): MemoryStore
 
   const reserve = (params: ReserveParams): ReserveResult => {
     const id = idOf(params.scope, params.key);
-    const existing = records.get(id);
+    const running = inFlight.get(id);
+    const existing = running ?? completed.get(id);
     const decision = decideReservation(existing, params);
-    if (existing === undefined) {
-      const record = newReservation(params);
-      records.set(id, record);
-      return { outcome: 'reserved', record, tookOver: false };
-    }
-    if (decision === 'keep') {
-      if (existing.owner === null) touch(id, existing); // a replay is a use
-      return { outcome: 'exists', record: existing };
-    }
+    if (existing !== undefined && decision === 'keep') return { outcome: 'exists', record: existing };
     const record =
-      decision === 'take-over'
+      existing !== undefined && decision === 'take-over'
         ? { ...existing, owner: params.owner, leaseUntilMs: params.leaseUntilMs }
         : newReservation(params);
-    if (existing.owner === null) uncount(existing); // an expired one, replaced
-    records.set(id, record);
+    if (existing !== undefined && running === undefined) completed.delete(id); // an expired one, replaced
+    inFlight.set(id, record);
     return { outcome: 'reserved', record, tookOver: decision === 'take-over' };
   };
+
+  /** Every record held, in flight and completed (the two never hold the same id), without touching recency. */
+  function* everyRecord(): Generator<IdempotencyRecord> {
+    yield* inFlight.values();
+    yield* completed.values();
+  }
 
   const list = (params: ListParams): RecordPage => {
     checkListParams(params);
     const after = params.cursor === undefined ? undefined : decodeRecordCursor(params.cursor);
     const listed: IdempotencyRecord[] = [];
-    for (const record of records.values()) {
+    for (const record of everyRecord()) {
       if (listedBy(params, record) && (after === undefined || compareRefs(record, after) > 0))
         listed.push(record);
     }
@@ -242,7 +191,7 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): MemoryStore
 
   /** The in-flight record of `id` if `owner` holds it. */
   const owned = (id: string, owner: string): IdempotencyRecord | undefined => {
-    const record = records.get(id);
+    const record = inFlight.get(id);
     return record !== undefined && record.owner === owner ? record : undefined;
   };
 
@@ -251,14 +200,12 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): MemoryStore
   return {
     limits: maxSizeBytes === undefined ? {} : { maxBodyBytes: maxSizeBytes - RECORD_OVERHEAD_BYTES },
     get size() {
-      return records.size;
+      return inFlight.size + completed.size;
     },
     reserve,
     load({ scope, key }) {
       const id = idOf(scope, key);
-      const record = records.get(id);
-      if (record?.owner === null) touch(id, record);
-      return record;
+      return inFlight.get(id) ?? completed.get(id);
     },
     finalize({ scope, key, owner, response }) {
       const id = idOf(scope, key);
@@ -283,28 +230,27 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): MemoryStore
           ),
         );
       }
-      records.set(id, done);
-      completedCount++;
-      if (maxSizeBytes !== undefined) completedBytes += sizeOf(done);
-      evict(done);
+      inFlight.delete(id);
+      completed.set(id, done);
       return true;
     },
     release({ scope, key, owner }) {
       const id = idOf(scope, key);
-      return owned(id, owner) !== undefined && records.delete(id);
+      return owned(id, owner) !== undefined && inFlight.delete(id);
     },
     renewLease({ scope, key, owner, leaseUntilMs }) {
       const id = idOf(scope, key);
       const record = owned(id, owner);
       if (record === undefined) return false;
-      records.set(id, { ...record, leaseUntilMs });
+      inFlight.set(id, { ...record, leaseUntilMs });
       return true;
     },
     async purgeExpired(params) {
       return purgeExpired(params);
     },
     async forget({ scope, key }) {
-      return remove(idOf(scope, key));
+      const id = idOf(scope, key);
+      return inFlight.delete(id) || completed.delete(id);
     },
     async list(params) {
       return list(params);
@@ -312,7 +258,7 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): MemoryStore
     async stats(params) {
       checkStatsParams(params);
       const tally = new StatsTally(params);
-      for (const record of records.values()) tally.add(record);
+      for (const record of everyRecord()) tally.add(record);
       return tally.result();
     },
     async close() {
