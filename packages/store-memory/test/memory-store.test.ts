@@ -39,6 +39,46 @@ describe('memory store bounds', () => {
     expect(store.size).toBe(3);
   });
 
+  test('a record is used when it completes: of keys completed in reverse order, the first completed goes first', async () => {
+    const evicted: IdempotencyEvent[] = [];
+    const store = createMemoryStore({
+      maxEntries: 2,
+      sweepIntervalMs: false,
+      onEvent: (e) => evicted.push(e),
+    });
+    for (const key of ['r1', 'r2', 'r3']) await store.reserve(params(key));
+    for (const key of ['r3', 'r2', 'r1'])
+      await store.finalize({ scope: 's', key, owner: `owner-${key}`, response, nowMs: 0 });
+    expect(evicted).toEqual([{ type: 'evicted', scope: 's', key: 'r3', reason: 'capacity' }]);
+    expect(await store.load({ scope: 's', key: 'r1' })).toBeDefined();
+    expect(await store.load({ scope: 's', key: 'r2' })).toBeDefined();
+  });
+
+  test('a request that ran long is not the first evicted when it completes', async () => {
+    const evicted: IdempotencyEvent[] = [];
+    const store = createMemoryStore({
+      maxEntries: 2,
+      sweepIntervalMs: false,
+      onEvent: (e) => evicted.push(e),
+    });
+    await store.reserve(params('slow')); // reserved first, completed last
+    for (const key of ['a', 'b']) await complete(store, key);
+    await store.finalize({ scope: 's', key: 'slow', owner: 'owner-slow', response, nowMs: 0 });
+    expect(evicted).toEqual([{ type: 'evicted', scope: 's', key: 'a', reason: 'capacity' }]);
+    await complete(store, 'c');
+    expect(evicted.map((e) => (e as { key: string }).key)).toEqual(['a', 'b']);
+    expect(await store.load({ scope: 's', key: 'slow' })).toBeDefined();
+  });
+
+  test('maxEntries: 0 with maxSizeBytes bounds the completed records by their bytes alone', async () => {
+    const store = createMemoryStore({ maxEntries: 0, maxSizeBytes: 1_000, sweepIntervalMs: false });
+    for (let i = 0; i < 20; i++) await complete(store, `k${i}`);
+    expect(store.size).toBeGreaterThan(0);
+    expect(store.size).toBeLessThan(20);
+    expect(await store.load({ scope: 's', key: 'k19' })).toBeDefined();
+    expect(await store.load({ scope: 's', key: 'k0' })).toBeUndefined();
+  });
+
   test('in-flight reservations are never evicted, however many there are', async () => {
     const store = createMemoryStore({ maxEntries: 2, sweepIntervalMs: false });
     const keys = Array.from({ length: 50 }, () => v7());
