@@ -139,10 +139,18 @@ export function replayRun(variant: string): ServerRun {
 }
 
 /**
+ * Load before a run is measured, in seconds: until the JIT has compiled the hot paths of every variant. The
+ * server's core also runs the compiler, so a variant with more code warms up for longer: on Fastify idem's first
+ * second cost 213 µs of CPU per request against the floor's 82, its second 72 against 48, both steady from the
+ * third (55 and 40). With a 1 s warm-up, a 5 s run measured part of that and read the ratio low.
+ */
+const WARM_UP_SECONDS = 3;
+
+/**
  * Measure every run in `rounds` rounds, the runs alternating within each round (forward in even rounds,
  * backward in odd ones, so that drift over the run hits every variant alike), each measurement in a fresh
- * server process: self-check, the `prime` key if any, a 1 s warm-up, then `seconds` of load. Returns each run's requests per second in
- * every round, in the order of the rounds.
+ * server process: self-check, the `prime` key if any, a warm-up of {@link WARM_UP_SECONDS}, then `seconds` of
+ * load. Returns each run's requests per second in every round, in the order of the rounds.
  */
 export async function measureServers(
   script: string,
@@ -159,7 +167,7 @@ export async function measureServers(
       try {
         await selfCheck(url, name, run.idempotent ?? false);
         if (run.prime !== undefined) await post(url, run.prime);
-        await load(url, run.key, 1);
+        await load(url, run.key, WARM_UP_SECONDS);
         results[name]?.push(await load(url, run.key, seconds));
       } finally {
         child.kill();
