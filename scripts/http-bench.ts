@@ -1,4 +1,4 @@
-import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { type ChildProcess, type SpawnOptions, spawn, spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import autocannon from 'autocannon';
 import { v7 } from 'uuid';
@@ -27,15 +27,20 @@ export const connections = 16;
 const pinned = existsSync('/usr/bin/taskset');
 if (pinned) spawnSync('/usr/bin/taskset', ['-pc', '1', String(process.pid)], { stdio: 'ignore' });
 
-/** Start `tsx <script> <variant>` in its own process (pinned to its own core), wait for the port it prints. */
+/**
+ * Start `tsx <script> <variant>` in its own process (pinned to its own core), with `env` added to its
+ * environment, and wait for the port it prints.
+ */
 export async function startServer(
   script: string,
   variant: string,
+  env: Readonly<Record<string, string>> = {},
 ): Promise<{ url: string; child: ChildProcess }> {
   const command = [process.execPath, '--import', 'tsx', script, variant];
+  const options: SpawnOptions = { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, ...env } };
   const child = pinned
-    ? spawn('/usr/bin/taskset', ['-c', '0', ...command], { stdio: ['ignore', 'pipe', 'inherit'] })
-    : spawn(process.execPath, command.slice(1), { stdio: ['ignore', 'pipe', 'inherit'] });
+    ? spawn('/usr/bin/taskset', ['-c', '0', ...command], options)
+    : spawn(process.execPath, command.slice(1), options);
   const port = await new Promise<string>((resolve, reject) => {
     child.stdout?.once('data', (data: Buffer) => resolve(data.toString().trim()));
     child.once('exit', (code) => reject(new Error(`server ${variant} exited with ${code}`)));
@@ -130,6 +135,8 @@ export interface ServerRun {
   idempotent?: boolean;
   /** A key sent once before the load (for a run that replays one key: the load then only replays). */
   prime?: string;
+  /** Environment variables added to the server's (a switch its script reads: one piece taken out, say). */
+  env?: Readonly<Record<string, string>>;
 }
 
 /** A run that replays one key on `variant`: the key is completed once before the load, then only replayed. */
@@ -163,7 +170,7 @@ export async function measureServers(
   for (let round = 0; round < rounds; round++) {
     for (const name of round % 2 === 0 ? names : [...names].reverse()) {
       const run = runs[name] as ServerRun;
-      const { url, child } = await startServer(script, run.variant);
+      const { url, child } = await startServer(script, run.variant, run.env);
       try {
         await selfCheck(url, name, run.idempotent ?? false);
         if (run.prime !== undefined) await post(url, run.prime);
@@ -252,7 +259,7 @@ export async function turnsCpuRatio(
   { windows = 12, seconds = 2 } = {},
 ): Promise<CpuRatio | undefined> {
   const runs = [a, b];
-  const servers = await Promise.all(runs.map((run) => startServer(script, run.variant)));
+  const servers = await Promise.all(runs.map((run) => startServer(script, run.variant, run.env)));
   try {
     // (Under taskset, the child's pid is taskset's, which execs node in place: the same process.)
     const costOf = async (i: number, duration: number): Promise<number | undefined> => {
@@ -301,8 +308,8 @@ export async function atOnceCpuRatio(
   const costs: [number[], number[]] = [[], []];
   for (let pair = 0; pair < pairs; pair++) {
     const [first, second] = await Promise.all([
-      startServer(script, a.variant),
-      startServer(script, b.variant),
+      startServer(script, a.variant, a.env),
+      startServer(script, b.variant, b.env),
     ]);
     try {
       const pids = [first.child.pid as number, second.child.pid as number];

@@ -129,6 +129,11 @@ function nodeIdempotency(app: FastifyInstance): void {
 const variant = process.argv[2];
 const app = Fastify();
 if (variant === 'idem') await app.register(fastifyIdempotency, { store: createMemoryStore() });
+// The plugin with every request's fingerprint a constant: what the fingerprint costs, by taking it out
+// (`scripts/ab.ts bench/server.ts idem idem-constant-fingerprint`; not a variant the bench runs).
+if (variant === 'idem-constant-fingerprint') {
+  await app.register(fastifyIdempotency, { store: createMemoryStore(), fingerprint: () => 'constant' });
+}
 if (variant === 'floor') floor(app);
 if (variant === 'node-idempotency') nodeIdempotency(app);
 if (variant === 'noop-hooks') {

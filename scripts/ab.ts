@@ -1,0 +1,44 @@
+// Two variants of one bench server, CPU time per request loaded in turns (`turnsCpuRatio`): what a piece of a
+// server costs, measured by taking it out behind a switch the server script reads from its environment.
+//
+//   tsx scripts/ab.ts <server.ts> <A> <B> [pairs]      A and B: variant[,NAME=value…]
+//
+// Run it from the package whose server it is, with the tsconfig its bench uses, e.g. from adapter-fastify:
+//   TSX_TSCONFIG_PATH=../../tsconfig.build.json tsx ../../scripts/ab.ts bench/server.ts idem idem,FP=const 8
+// Prints A's CPU per request over B's for each pair (above 1: B is cheaper) and the medians. One process can sit
+// 10–15 % off another of the same code: repeat a run before reading a difference of a few percent.
+import { fileURLToPath } from 'node:url';
+import { type ServerRun, turnsCpuRatio, uuidv7 } from './http-bench.js';
+
+/** `idem,FP=const,X=1` → the variant and its environment. */
+function runOf(spec: string): ServerRun {
+  const [variant, ...settings] = spec.split(',');
+  const env = Object.fromEntries(
+    settings.map((setting) => {
+      const at = setting.indexOf('=');
+      if (at < 1) throw new Error(`"${setting}" is not NAME=value`);
+      return [setting.slice(0, at), setting.slice(at + 1)];
+    }),
+  );
+  return { variant: variant as string, key: uuidv7, env };
+}
+
+const [script, a, b, pairs = '8'] = process.argv.slice(2);
+if (script === undefined || a === undefined || b === undefined || !(Number(pairs) > 0)) {
+  console.error(
+    'usage: tsx scripts/ab.ts <server.ts> <variant[,NAME=value…]> <variant[,NAME=value…]> [pairs]',
+  );
+  process.exit(2);
+}
+const path = script.startsWith('file:') ? fileURLToPath(script) : script;
+const result = await turnsCpuRatio(path, runOf(a), runOf(b), { windows: Number(pairs) });
+if (result === undefined) {
+  console.error('no /proc here: CPU time per process cannot be read');
+  process.exit(1);
+}
+// turnsCpuRatio gives B's cost over A's per window; printed as A over B, the way the benches print floor ÷ idem.
+const [costA, costB] = result.microseconds;
+console.log(`${a}: ${costA.toFixed(1)} µs per request, ${b}: ${costB.toFixed(1)} µs (medians)`);
+console.log(
+  `${a} ÷ ${b}: ${(1 / result.median).toFixed(3)} (pairs ${result.windows.map((w) => (1 / w).toFixed(2)).join(', ')})`,
+);
