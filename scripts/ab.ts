@@ -7,7 +7,6 @@
 //   TSX_TSCONFIG_PATH=../../tsconfig.build.json tsx ../../scripts/ab.ts bench/server.ts idem idem,FP=const 8
 // Prints A's CPU per request over B's for each pair (above 1: B is cheaper) and the medians. One process can sit
 // 10–15 % off another of the same code: repeat a run before reading a difference of a few percent.
-import { fileURLToPath } from 'node:url';
 import { type ServerRun, turnsCpuRatio, uuidv7 } from './http-bench.js';
 
 /** `idem,FP=const,X=1` → the variant and its environment. */
@@ -30,8 +29,7 @@ if (script === undefined || a === undefined || b === undefined || !(Number(pairs
   );
   process.exit(2);
 }
-const path = script.startsWith('file:') ? fileURLToPath(script) : script;
-const result = await turnsCpuRatio(path, runOf(a), runOf(b), { windows: Number(pairs) });
+const result = await turnsCpuRatio(script, runOf(a), runOf(b), { windows: Number(pairs) });
 if (result === undefined) {
   console.error('no /proc here: CPU time per process cannot be read');
   process.exit(1);

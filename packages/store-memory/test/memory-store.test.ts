@@ -1,5 +1,5 @@
 import { createIdempotency, type IdempotencyEvent, isStoreLimitError, type StoredResponse } from '@idem/core';
-import { createMemoryStore } from '@idem/store-memory';
+import { createMemoryStore, type MemoryStoreOptions } from '@idem/store-memory';
 import { v7 } from 'uuid';
 import { describe, expect, test } from 'vitest';
 
@@ -22,14 +22,16 @@ async function complete(store: ReturnType<typeof createMemoryStore>, key: string
   await store.finalize({ scope: 's', key, owner: `owner-${key}`, response, nowMs });
 }
 
+/** A store with `bounds` and no sweep, and the events it reports. */
+function recordingEvents(bounds: Pick<MemoryStoreOptions, 'maxEntries' | 'maxSizeBytes'>) {
+  const evicted: IdempotencyEvent[] = [];
+  const store = createMemoryStore({ ...bounds, sweepIntervalMs: false, onEvent: (e) => evicted.push(e) });
+  return { store, evicted };
+}
+
 describe('memory store bounds', () => {
   test('completed records are bounded by maxEntries, least recently used first, with an eviction event', async () => {
-    const evicted: IdempotencyEvent[] = [];
-    const store = createMemoryStore({
-      maxEntries: 3,
-      sweepIntervalMs: false,
-      onEvent: (e) => evicted.push(e),
-    });
+    const { store, evicted } = recordingEvents({ maxEntries: 3 });
     for (const key of ['a', 'b', 'c']) await complete(store, key);
     await store.load({ scope: 's', key: 'a' }); // a is now more recent than b
     await complete(store, 'd');
@@ -40,12 +42,7 @@ describe('memory store bounds', () => {
   });
 
   test('a record is used when it completes: of keys completed in reverse order, the first completed goes first', async () => {
-    const evicted: IdempotencyEvent[] = [];
-    const store = createMemoryStore({
-      maxEntries: 2,
-      sweepIntervalMs: false,
-      onEvent: (e) => evicted.push(e),
-    });
+    const { store, evicted } = recordingEvents({ maxEntries: 2 });
     for (const key of ['r1', 'r2', 'r3']) await store.reserve(params(key));
     for (const key of ['r3', 'r2', 'r1'])
       await store.finalize({ scope: 's', key, owner: `owner-${key}`, response, nowMs: 0 });
@@ -55,12 +52,7 @@ describe('memory store bounds', () => {
   });
 
   test('a request that ran long is not the first evicted when it completes', async () => {
-    const evicted: IdempotencyEvent[] = [];
-    const store = createMemoryStore({
-      maxEntries: 2,
-      sweepIntervalMs: false,
-      onEvent: (e) => evicted.push(e),
-    });
+    const { store, evicted } = recordingEvents({ maxEntries: 2 });
     await store.reserve(params('slow')); // reserved first, completed last
     for (const key of ['a', 'b']) await complete(store, key);
     await store.finalize({ scope: 's', key: 'slow', owner: 'owner-slow', response, nowMs: 0 });
@@ -95,18 +87,14 @@ describe('memory store bounds', () => {
   });
 
   test('a record larger than maxSizeBytes is refused with a IdemStoreLimitError, never dropped in silence', async () => {
-    const evicted: IdempotencyEvent[] = [];
-    const store = createMemoryStore({
-      maxSizeBytes: 300,
-      sweepIntervalMs: false,
-      onEvent: (e) => evicted.push(e),
-    });
+    const { store, evicted } = recordingEvents({ maxSizeBytes: 300 });
     await store.reserve(params('big'));
     const big = { status: 200, headers: {}, body: new Uint8Array(1_000) };
     const finalize = store.finalize({ scope: 's', key: 'big', owner: 'owner-big', response: big, nowMs: 0 });
     await expect(finalize).rejects.toSatisfy(isStoreLimitError);
     expect((await store.load({ scope: 's', key: 'big' }))?.response).toBeNull(); // still in flight, releasable
     expect(store.limits).toEqual({ maxBodyBytes: 300 - 256 });
+    expect(evicted).toEqual([]); // refused, not stored and then evicted
   });
 
   test('with the coordinator: a body over the bound is stored as omitted, and the retry replays it', async () => {
