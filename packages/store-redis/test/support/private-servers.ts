@@ -123,6 +123,18 @@ export async function startPrivateCluster(ports = [7101, 7102, 7103]) {
   };
 }
 
+/** The port of the master that `port`'s node says serves `slot`. */
+async function slotOwner(port: number, slot: number): Promise<number | undefined> {
+  const node = new Redis({ port, retryStrategy: () => null, maxRetriesPerRequest: 0 });
+  node.on('error', () => {});
+  try {
+    const ranges = (await node.cluster('SLOTS')) as unknown as [number, number, [string, number]][];
+    return ranges.find(([from, upTo]) => from <= slot && slot <= upTo)?.[2][1];
+  } finally {
+    node.disconnect();
+  }
+}
+
 /**
  * Move the slot holding `name` from the master on `from` to the one on `to` while calls run, as `redis-cli
  * --cluster reshard` does: IMPORTING and MIGRATING, MIGRATE of the key, then NODE on every master, with pauses
@@ -150,6 +162,12 @@ export async function moveSlot(
       await each.cluster('SETSLOT', slot, 'NODE', targetId);
       each.disconnect();
     }
+    // A node told early can take the slot back from the gossip of a master with a higher config epoch until
+    // the target, told too, bumps its own: wait until every node says the target serves it.
+    await until(`slot ${slot} to be served by ${to} on every node`, async () => {
+      const views = await Promise.all(ports.map((port) => slotOwner(port, slot)));
+      return views.every((owner) => owner === to);
+    });
     await sleep(300);
   } finally {
     source.disconnect();
