@@ -1,7 +1,10 @@
 // Two variants of one bench server, CPU time per request loaded in turns (`turnsCpuRatio`): what a piece of a
 // server costs, measured by taking it out behind a switch the server script reads from its environment.
 //
-//   tsx scripts/ab.ts <server.ts> <A> <B> [pairs]      A and B: variant[,NAME=value…]
+//   tsx scripts/ab.ts <server.ts> <A> <B> [pairs]      A and B: [other-server.ts:]variant[,NAME=value…]
+//
+// A variant may name its own server script before a colon: the same server in another checkout, to measure a
+// change against the build before it (`/work/before/packages/adapter-fastify/bench/server.ts:idem`).
 //
 // Run it from the package whose server it is, with the tsconfig its bench uses, e.g. from adapter-fastify:
 //   TSX_TSCONFIG_PATH=../../tsconfig.build.json tsx ../../scripts/ab.ts bench/server.ts idem idem,FP=const 8
@@ -11,7 +14,10 @@ import { type ServerRun, turnsCpuRatio, uuidv7 } from './http-bench.js';
 
 /** `idem,FP=const,X=1` → the variant and its environment. */
 function runOf(spec: string): ServerRun {
-  const [variant, ...settings] = spec.split(',');
+  const [head, ...settings] = spec.split(',');
+  const colon = (head as string).lastIndexOf(':');
+  const script = colon === -1 ? undefined : (head as string).slice(0, colon);
+  const variant = colon === -1 ? head : (head as string).slice(colon + 1);
   const env = Object.fromEntries(
     settings.map((setting) => {
       const at = setting.indexOf('=');
@@ -19,7 +25,7 @@ function runOf(spec: string): ServerRun {
       return [setting.slice(0, at), setting.slice(at + 1)];
     }),
   );
-  return { variant: variant as string, key: uuidv7, env };
+  return { variant: variant as string, key: uuidv7, env, ...(script === undefined ? {} : { script }) };
 }
 
 const [script, a, b, pairs = '8'] = process.argv.slice(2);

@@ -137,6 +137,8 @@ export interface ServerRun {
   prime?: string;
   /** Environment variables added to the server's (a switch its script reads: one piece taken out, say). */
   env?: Readonly<Record<string, string>>;
+  /** Another server script for this run (the same server in another checkout: a build before a change). */
+  script?: string;
 }
 
 /** A run that replays one key on `variant`: the key is completed once before the load, then only replayed. */
@@ -259,7 +261,9 @@ export async function turnsCpuRatio(
   { windows = 12, seconds = 2 } = {},
 ): Promise<CpuRatio | undefined> {
   const runs = [a, b];
-  const servers = await Promise.all(runs.map((run) => startServer(script, run.variant, run.env)));
+  const servers = await Promise.all(
+    runs.map((run) => startServer(run.script ?? script, run.variant, run.env)),
+  );
   try {
     // (Under taskset, the child's pid is taskset's, which execs node in place: the same process.)
     const costOf = async (i: number, duration: number): Promise<number | undefined> => {

@@ -95,6 +95,11 @@ interface ExecutionBase<Host> extends RecordContext<Host> {
   /** The largest body stored for replay, in bytes: the coordinator's cap within the store's limits. */
   readonly maxBodyBytes: number;
   /**
+   * The lower-case names of the response headers stored for replay (the `replayHeaders` allow-list): a
+   * capture that can look headers up by name need hand `finish` only these (and `contentEncoding`).
+   */
+  readonly storedHeaders: ReadonlySet<string>;
+  /**
    * Finalize inside the host's own transaction, so that its work and the record commit together: applies the
    * finalization rule and writes the record through `store` (the store's view of that transaction, e.g.
    * `sqlStore.inTransaction(tx)`) with this owner and the coordinator's clock. A key that `reserveWith`
@@ -308,6 +313,10 @@ export class KeyedExecution<Host = unknown> implements Renewable {
 
   get maxBodyBytes(): number {
     return this.#runtime.maxBodyBytes;
+  }
+
+  get storedHeaders(): ReadonlySet<string> {
+    return this.#runtime.allowHeaders;
   }
 
   /** Take the named transition of this execution's lifecycle. */

@@ -3,9 +3,12 @@ import type { Execution, HeaderValue } from '@idem/core';
 import { isConnectionGone } from './client-gone.js';
 import { settleOnResponse } from './settle-on-response.js';
 
-/** Where the headers that went out are read once the response is done (Fastify's reply, or the response). */
+/**
+ * Where the headers that went out are read by name once the response is done (Fastify's reply, which holds the
+ * headers it hands straight to `writeHead` as well as those set on the response).
+ */
 export interface HeaderSource {
-  getHeaders(): Record<string, HeaderValue> | NodeJS.Dict<HeaderValue>;
+  getHeader(name: string): HeaderValue;
 }
 
 /**
@@ -292,7 +295,14 @@ class HandedOver implements HandedOverSettlement {
     const res = this.#res;
     const execution = this.#execution;
     const status = res.statusCode;
-    const headers = this.#headers.getHeaders() as Record<string, HeaderValue>;
+    // Only the headers that are stored: reading every header into a new object cost more than the rest of
+    // the capture.
+    const source = this.#headers;
+    const headers: Record<string, HeaderValue> = {};
+    for (const name of execution.storedHeaders) {
+      const value = source.getHeader(name);
+      if (value !== undefined) headers[name] = value;
+    }
     const payload = this.#written ? this.#payload : undefined;
     const bodiless = status < 200 || status === 204 || status === 304 || execution.method === 'HEAD';
     // Measured before it is copied: a body over the cap is never stored, so never copied either.
@@ -303,7 +313,7 @@ class HandedOver implements HandedOverSettlement {
     // (An empty body is no body, as the capture of written bytes has it.)
     if (!truncated && !bodiless && size > 0)
       body = typeof payload === 'string' ? payload : Buffer.from(payload as Uint8Array);
-    const encoding = headers['content-encoding'];
+    const encoding = source.getHeader('content-encoding');
     void execution.finish({
       status,
       headers,

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, request, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import type { CapturedResponse, Execution } from '@idem/core';
+import { type CapturedResponse, DEFAULT_REPLAY_HEADERS, type Execution } from '@idem/core';
 
 export type Handler = (req: IncomingMessage, res: ServerResponse) => unknown;
 
@@ -83,6 +83,7 @@ export function fakeExecution(maxBodyBytes = 1024) {
   });
   const execution = {
     maxBodyBytes,
+    storedHeaders: new Set(DEFAULT_REPLAY_HEADERS),
     async finish(response: CapturedResponse) {
       finished.push(response);
       settle('finish');
