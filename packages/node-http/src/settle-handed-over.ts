@@ -37,6 +37,10 @@ export interface HandedOverSettlement {
 /** A body the framework writes as it is, in one piece. */
 type Whole = string | Uint8Array | null | undefined;
 
+/** A header's value as Node and Fastify hold one (anything else read by name is not a header). */
+const isHeaderValue = (value: unknown): value is HeaderValue =>
+  typeof value === 'string' || typeof value === 'number' || Array.isArray(value);
+
 const isWhole = (payload: unknown): payload is Whole =>
   payload === null || payload === undefined || typeof payload === 'string' || payload instanceof Uint8Array;
 
@@ -296,12 +300,14 @@ class HandedOver implements HandedOverSettlement {
     const execution = this.#execution;
     const status = res.statusCode;
     // Only the headers that are stored: reading every header into a new object cost more than the rest of
-    // the capture.
+    // the capture. Fastify keeps the reply's headers in a plain object, whose prototype answers a name such as
+    // `constructor` with a function, never a header: the response's own headers answer then.
     const source = this.#headers;
-    const headers: Record<string, HeaderValue> = {};
+    const headers: Record<string, HeaderValue> = Object.create(null);
     for (const name of execution.storedHeaders) {
       const value = source.getHeader(name);
-      if (value !== undefined) headers[name] = value;
+      const header = isHeaderValue(value) ? value : res.getHeader(name);
+      if (header !== undefined) headers[name] = header;
     }
     const payload = this.#written ? this.#payload : undefined;
     const bodiless = status < 200 || status === 204 || status === 304 || execution.method === 'HEAD';
