@@ -344,6 +344,9 @@ function coordinator<Host>(options: IdempotencyOptions<Host>, timers: Timers): I
     if (NEVER_STORED_HEADERS.has(header)) {
       throw new TypeError(`the ${header} header can never be stored for replay`);
     }
+    // A record's headers are a plain object, where this name sets the prototype instead of a header: it would
+    // be dropped without a word.
+    if (header === '__proto__') throw new TypeError('a header named __proto__ cannot be stored for replay');
   }
   const fingerprintOf =
     typeof options.fingerprint === 'function'

@@ -83,6 +83,7 @@ describe('coordinator: which requests it covers (design: The coordinator)', () =
 
   test('an allow-list that names a secret header is refused at creation', () => {
     expect(() => setup({ replayHeaders: ['content-type', 'Set-Cookie'] })).toThrow(/set-cookie/);
+    expect(() => setup({ replayHeaders: ['content-type', '__Proto__'] })).toThrow(/__proto__/);
     expect(() => setup({ leaseMs: 0 })).toThrow(RangeError);
   });
 });
