@@ -12,7 +12,7 @@
 // 10–15 % off another of the same code: repeat a run before reading a difference of a few percent.
 import { type ServerRun, turnsCpuRatio, uuidv7 } from './http-bench.js';
 
-/** `idem,FP=const,X=1` → the variant and its environment. */
+/** `[other/server.ts:]idem,FP=const,X=1` → the variant, its server script and its environment. */
 function runOf(spec: string): ServerRun {
   const [head, ...settings] = spec.split(',');
   const colon = (head as string).lastIndexOf(':');
@@ -31,7 +31,7 @@ function runOf(spec: string): ServerRun {
 const [script, a, b, pairs = '8'] = process.argv.slice(2);
 if (script === undefined || a === undefined || b === undefined || !(Number(pairs) > 0)) {
   console.error(
-    'usage: tsx scripts/ab.ts <server.ts> <variant[,NAME=value…]> <variant[,NAME=value…]> [pairs]',
+    'usage: tsx scripts/ab.ts <server.ts> <[server.ts:]variant[,NAME=value…]> <[server.ts:]variant[,NAME=value…]> [pairs]',
   );
   process.exit(2);
 }

@@ -172,7 +172,7 @@ export async function measureServers(
   for (let round = 0; round < rounds; round++) {
     for (const name of round % 2 === 0 ? names : [...names].reverse()) {
       const run = runs[name] as ServerRun;
-      const { url, child } = await startServer(script, run.variant, run.env);
+      const { url, child } = await startServer(run.script ?? script, run.variant, run.env);
       try {
         await selfCheck(url, name, run.idempotent ?? false);
         if (run.prime !== undefined) await post(url, run.prime);
@@ -312,8 +312,8 @@ export async function atOnceCpuRatio(
   const costs: [number[], number[]] = [[], []];
   for (let pair = 0; pair < pairs; pair++) {
     const [first, second] = await Promise.all([
-      startServer(script, a.variant, a.env),
-      startServer(script, b.variant, b.env),
+      startServer(a.script ?? script, a.variant, a.env),
+      startServer(b.script ?? script, b.variant, b.env),
     ]);
     try {
       const pids = [first.child.pid as number, second.child.pid as number];
