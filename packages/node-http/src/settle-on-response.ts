@@ -140,6 +140,8 @@ class ResponseCapture {
   readonly #maxBodyBytes: number;
   readonly #chunks: Buffer[] = [];
   #size = 0;
+  /** The first chunk kept was made here from a string (a copy of its own, not the app's bytes). */
+  #madeHere = false;
   #truncated = false;
   // Headers handed straight to writeHead are not always visible through getHeaders().
   #headHeaders: Record<string, HeaderValue> = {};
@@ -272,6 +274,7 @@ class ResponseCapture {
   #keep(chunk: Chunk, encoding: unknown): void {
     const buffer = toBuffer(chunk, encoding);
     if (buffer === undefined || buffer.length === 0) return;
+    if (this.#chunks.length === 0) this.#madeHere = typeof chunk === 'string';
     if (!this.#sawBody) {
       this.#sawBody = true;
       // A compression layer mounted outside this one sets the header before it writes through here.
@@ -294,14 +297,26 @@ class ResponseCapture {
     return this.#sentStatus ?? this.#res.statusCode;
   }
 
-  /** The response as written so far; `incomplete` marks a body that will never be whole. */
-  snapshot(incomplete: boolean): CapturedResponse {
+  /**
+   * The response as written so far, with the headers named in `stored` (lower-case: the execution's
+   * `storedHeaders`, read by name, not every header copied); `incomplete` marks a body that will never be whole.
+   */
+  snapshot(incomplete: boolean, stored: ReadonlySet<string>): CapturedResponse {
     const truncated = this.#truncated || incomplete;
-    // A copy, never the app's own buffer: it may reuse it once the response is out.
-    const body = truncated ? null : Buffer.concat(this.#chunks);
+    const res = this.#res;
+    const headers: Record<string, HeaderValue> = Object.create(null);
+    for (const name of stored) {
+      // As the response holds it, else as a head handed straight to writeHead passed it.
+      const value = res.getHeader(name) ?? this.#headHeaders[name];
+      if (value !== undefined) headers[name] = value;
+    }
+    const chunks = this.#chunks;
+    // A copy, never the app's own buffer: it may reuse it once the response is out. A body written as one
+    // string is a copy already (its bytes were made here).
+    const body = truncated ? null : chunks.length === 1 && this.#madeHere ? chunks[0] : Buffer.concat(chunks);
     return {
       status: this.status,
-      headers: { ...this.#headHeaders, ...(this.#res.getHeaders() as Record<string, HeaderValue>) },
+      headers,
       body: truncated ? null : body,
       bodyTruncated: truncated,
       contentEncoding: this.#encoding,
@@ -403,7 +418,9 @@ class Settlement implements CaptureOwner {
     // An answer with no body (1xx, 204, 304, an answer to HEAD) misses nothing when it is cut short.
     const status = this.#capture.status;
     const bodiless = status < 200 || status === 204 || status === 304 || this.#execution.method === 'HEAD';
-    void this.#execution.finish(this.#capture.snapshot(incomplete && !bodiless));
+    void this.#execution.finish(
+      this.#capture.snapshot(incomplete && !bodiless, this.#execution.storedHeaders),
+    );
   }
 
   #abort(): void {

@@ -114,7 +114,7 @@ describe('settleOnResponse', () => {
   });
 
   test('the Content-Encoding handed to writeHead (in the raw form too) is what the bytes are', async () => {
-    const fake = fakeExecution();
+    const fake = fakeExecution(1024, ['content-encoding', 'x-other']);
     const port = await serve(fake, (_req, res) => {
       res.writeHead(200, ['Content-Encoding', 'br', 'X-Other', '1']);
       res.end('x');
@@ -123,5 +123,96 @@ describe('settleOnResponse', () => {
     await fake.settled;
     expect(fake.finished[0]?.contentEncoding).toBe('br');
     expect(fake.finished[0]?.headers).toMatchObject({ 'content-encoding': 'br', 'x-other': '1' });
+  });
+});
+
+describe('settleOnResponse: the stored headers read by name, the body copied once', () => {
+  const stored = ['content-type', 'location', 'etag', 'x-list', 'x-count'];
+  // Each case writes a response; the headers captured must be exactly the stored names that went out.
+  const cases: [string, (res: ServerResponse) => void, Record<string, unknown>][] = [
+    [
+      'set, then a bare head',
+      (res) => {
+        res.setHeader('Content-Type', 'text/plain');
+        res.setHeader('X-Secret', 'no');
+        res.end('a');
+      },
+      { 'content-type': 'text/plain' },
+    ],
+    [
+      'handed to writeHead only (object)',
+      (res) => {
+        res.writeHead(201, { 'Content-Type': 'a/b', Location: '/x', 'X-Secret': 'no' });
+        res.end('a');
+      },
+      { 'content-type': 'a/b', location: '/x' },
+    ],
+    [
+      'handed to writeHead only (raw array)',
+      (res) => {
+        res.writeHead(201, ['ETag', '"1"', 'X-Secret', 'no']);
+        res.end('a');
+      },
+      { etag: '"1"' },
+    ],
+    [
+      'set, then replaced by writeHead',
+      (res) => {
+        res.setHeader('Content-Type', 'old/type');
+        res.writeHead(200, { 'content-type': 'new/type' });
+        res.end('a');
+      },
+      { 'content-type': 'new/type' },
+    ],
+    [
+      'an array and a number',
+      (res) => {
+        res.setHeader('X-List', ['1', '2']);
+        res.setHeader('X-Count', 3);
+        res.end('a');
+      },
+      { 'x-list': ['1', '2'], 'x-count': 3 },
+    ],
+    [
+      'set, then removed',
+      (res) => {
+        res.setHeader('Location', '/gone');
+        res.removeHeader('location');
+        res.end('a');
+      },
+      {},
+    ],
+  ];
+  test.each(cases)('%s', async (_name, write, expected) => {
+    const fake = fakeExecution(1024, stored);
+    const port = await serve(fake, (_req, res) => write(res));
+    await send(port);
+    expect(await fake.settled).toBe('finish');
+    expect({ ...fake.finished[0]?.headers }).toEqual(expected);
+  });
+
+  test("a body ended with the app's own bytes is a copy: the app reusing them changes nothing stored", async () => {
+    const fake = fakeExecution();
+    const bytes = Buffer.from('hello');
+    const port = await serve(fake, (_req, res) => {
+      res.end(bytes);
+      bytes.fill(0x21);
+    });
+    await send(port);
+    await fake.settled;
+    expect(Buffer.from(fake.finished[0]?.body ?? '').toString()).toBe('hello');
+  });
+
+  test('a body written as one string, as several pieces, and as a string then bytes', async () => {
+    for (const pieces of [['hello'], ['he', 'llo'], ['he', Buffer.from('llo')], [Buffer.from('he'), 'llo']]) {
+      const fake = fakeExecution();
+      const port = await serve(fake, (_req, res) => {
+        for (const piece of pieces.slice(0, -1)) res.write(piece);
+        res.end(pieces.at(-1));
+      });
+      await send(port);
+      await fake.settled;
+      expect(Buffer.from(fake.finished[0]?.body ?? '').toString()).toBe('hello');
+    }
   });
 });

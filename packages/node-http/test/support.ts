@@ -74,7 +74,10 @@ export function deferred<T = void>(): { promise: Promise<T>; resolve: (value: T)
 }
 
 /** An execution that records how it was settled, for the capture's own tests. */
-export function fakeExecution(maxBodyBytes = 1024) {
+export function fakeExecution(
+  maxBodyBytes = 1024,
+  storedHeaders: readonly string[] = DEFAULT_REPLAY_HEADERS,
+) {
   const finished: CapturedResponse[] = [];
   let aborts = 0;
   let settle: (how: 'finish' | 'abort') => void = () => {};
@@ -83,7 +86,7 @@ export function fakeExecution(maxBodyBytes = 1024) {
   });
   const execution = {
     maxBodyBytes,
-    storedHeaders: new Set(DEFAULT_REPLAY_HEADERS),
+    storedHeaders: new Set(storedHeaders),
     async finish(response: CapturedResponse) {
       finished.push(response);
       settle('finish');
