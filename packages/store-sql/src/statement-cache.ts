@@ -29,13 +29,23 @@ const renderers = {
 // Any property read yields a placeholder of that name: builders take their values from it as from real ones.
 const placeholders = new Proxy({}, { get: (_target, name) => sql.placeholder(String(name)) });
 
-// The one cache of rendered statements, per dialect, table and shape.
-const cache = new Map<string, CompiledShape>();
+// The one cache of rendered statements: per dialect, shape and table, each looked up by identity (no key string
+// is built per statement: this runs for every statement of every request).
+const cache: Record<DialectName, Map<Shape<never>, Map<string, CompiledShape>>> = {
+  postgres: new Map(),
+  mysql: new Map(),
+  sqlite: new Map(),
+};
 
 /** The text of a shape for one dialect and table, rendered once with placeholders where its values go. */
 export function compile<V>(dialect: DialectName, shape: Shape<V>, table: string): CompiledShape {
-  const id = `${dialect}\u0000${table}\u0000${shape.id}`;
-  let compiled = cache.get(id);
+  const byShape = cache[dialect];
+  let byTable = byShape.get(shape as Shape<never>);
+  if (byTable === undefined) {
+    byTable = new Map();
+    byShape.set(shape as Shape<never>, byTable);
+  }
+  let compiled = byTable.get(table);
   if (compiled === undefined) {
     const query = renderers[dialect].sqlToQuery(shape.build(table, placeholders as V));
     compiled = {
@@ -44,7 +54,7 @@ export function compile<V>(dialect: DialectName, shape: Shape<V>, table: string)
         is(param, Placeholder) ? { name: param.name } : { constant: param },
       ),
     };
-    cache.set(id, compiled);
+    byTable.set(table, compiled);
   }
   return compiled;
 }
