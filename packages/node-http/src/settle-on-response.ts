@@ -9,22 +9,32 @@ const headerText = (value: HeaderValue): string | undefined =>
 
 /**
  * The headers of a `writeHead(status, [message], headers)` call, lower-cased, in one pass (an object, or the raw
- * `[name, value, …]` form); `undefined` when it passes none.
+ * `[name, value, …]` form); `undefined` when it passes none. A name given twice (in the raw form, or in two cases)
+ * is sent on a line each, and kept as both values.
  */
 function headHeadersOf(args: ArrayLike<unknown>): Record<string, HeaderValue> | undefined {
   const headers = typeof args[1] === 'object' && args[1] !== null ? args[1] : args[2];
   if (typeof headers !== 'object' || headers === null) return undefined;
-  const lower: Record<string, HeaderValue> = {};
+  // No prototype: a name such as `constructor` is a header here or nothing.
+  const lower: Record<string, HeaderValue> = Object.create(null);
   if (Array.isArray(headers)) {
-    for (let i = 0; i + 1 < headers.length; i += 2)
-      lower[String(headers[i]).toLowerCase()] = String(headers[i + 1]);
+    for (let i = 0; i + 1 < headers.length; i += 2) {
+      const value = headers[i + 1];
+      addHeader(lower, String(headers[i]), Array.isArray(value) ? value.map(String) : String(value));
+    }
     return lower;
   }
   for (const name in headers) {
-    if (Object.hasOwn(headers, name))
-      lower[name.toLowerCase()] = (headers as Record<string, HeaderValue>)[name];
+    if (Object.hasOwn(headers, name)) addHeader(lower, name, (headers as Record<string, HeaderValue>)[name]);
   }
   return lower;
+}
+
+/** `value` under `name`, lower-cased, after any value already there. */
+function addHeader(headers: Record<string, HeaderValue>, name: string, value: HeaderValue): void {
+  const key = name.toLowerCase();
+  const held = headers[key];
+  headers[key] = held === undefined ? value : [held, value].flat().map(String);
 }
 
 function toBuffer(chunk: Chunk, encoding: unknown): Buffer | undefined {
@@ -144,7 +154,7 @@ class ResponseCapture {
   #madeHere = false;
   #truncated = false;
   // Headers handed straight to writeHead are not always visible through getHeaders().
-  #headHeaders: Record<string, HeaderValue> = {};
+  #headHeaders: Record<string, HeaderValue> = Object.create(null);
   /** The Content-Encoding in force when the first body byte passed: what the captured bytes are. */
   #encoding: string | undefined;
   /** The Content-Encoding as the head passed through here, before the layers inside could change it. */
@@ -306,8 +316,10 @@ class ResponseCapture {
     const res = this.#res;
     const headers: Record<string, HeaderValue> = Object.create(null);
     for (const name of stored) {
-      // As the response holds it, else as a head handed straight to writeHead passed it.
-      const value = res.getHeader(name) ?? this.#headHeaders[name];
+      // As the response holds it (a `null` too: Node sends it as "null"), else as a head handed straight to
+      // writeHead passed it.
+      const held = res.getHeader(name);
+      const value = held !== undefined ? held : this.#headHeaders[name];
       if (value !== undefined) headers[name] = value;
     }
     const chunks = this.#chunks;

@@ -183,8 +183,76 @@ describe('settleOnResponse: the stored headers read by name, the body copied onc
       {},
     ],
   ];
+  // Heads that go straight out (nothing set before): Node writes a line for each value.
+  cases.push(
+    [
+      'a name twice in the raw form, nothing set before',
+      (res) => {
+        res.writeHead(200, ['Link', '<a>', 'Link', '<b>']);
+        res.end('a');
+      },
+      { link: ['<a>', '<b>'] },
+    ],
+    [
+      'an array value in the raw form',
+      (res) => {
+        res.writeHead(200, ['Link', ['<a>', '<b>'] as unknown as string]);
+        res.end('a');
+      },
+      { link: ['<a>', '<b>'] },
+    ],
+    [
+      'one name in two cases',
+      (res) => {
+        res.writeHead(200, { Link: '<a>', link: '<b>' });
+        res.end('a');
+      },
+      { link: ['<a>', '<b>'] },
+    ],
+    // Node sends a null as "null" (core stores it as that text).
+    [
+      'a header set to null',
+      (res) => {
+        res.setHeader('Location', null as unknown as string);
+        res.end('a');
+      },
+      { location: null },
+    ],
+    // A name Object.prototype answers is a header or nothing, whichever way the head was written.
+    [
+      'constructor, never set',
+      (res) => {
+        res.writeHead(200, { 'Content-Type': 'a/b' });
+        res.end('a');
+      },
+      { 'content-type': 'a/b' },
+    ],
+    [
+      'constructor, never set, a bare head',
+      (res) => {
+        res.end('a');
+      },
+      {},
+    ],
+    [
+      'constructor, set',
+      (res) => {
+        res.setHeader('Constructor', 'yes');
+        res.end('a');
+      },
+      { constructor: 'yes' },
+    ],
+    [
+      'constructor, handed to writeHead',
+      (res) => {
+        res.writeHead(200, ['Constructor', 'yes']);
+        res.end('a');
+      },
+      { constructor: 'yes' },
+    ],
+  );
   test.each(cases)('%s', async (_name, write, expected) => {
-    const fake = fakeExecution(1024, stored);
+    const fake = fakeExecution(1024, [...stored, 'link', 'constructor']);
     const port = await serve(fake, (_req, res) => write(res));
     await send(port);
     expect(await fake.settled).toBe('finish');
