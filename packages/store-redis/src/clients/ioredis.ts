@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Cluster, Redis } from 'ioredis';
 import { classNames } from './class-chain.js';
 import {
@@ -48,6 +49,31 @@ const METHODS = {
 /** ioredis Cluster's slot map read again from the cluster (a refresh under way is joined, not repeated). */
 const slotsRefreshed = (cluster: Cluster) =>
   new Promise<void>((resolve) => cluster.refreshSlotsCache(() => resolve()));
+
+/** How long a write redirected with MOVED waits for ioredis's slot map to follow, per attempt. */
+const FOLLOW_MS = 250;
+/** Sends of a write that keeps coming back MOVED before its error is thrown. */
+const MOVED_ATTEMPTS = 5;
+
+/** `MOVED <slot> <host:port>`: the slot, and the node that serves it now. */
+function movedTo(error: Error): { slot: number; address: string } | undefined {
+  const match = /^MOVED (\d+) (\S+)/.exec(error.message);
+  return match === null ? undefined : { slot: Number(match[1]), address: match[2] as string };
+}
+
+/**
+ * Refresh ioredis's slot map until it names `address` as the master of `slot`, for at most {@link FOLLOW_MS}. One
+ * refresh is not enough: a refresh asked for while another is under way answers at once with the map as it was
+ * (ioredis's `refreshSlotsCache`), and the node a refresh asks may not have heard of a failover yet.
+ */
+async function slotFollowed(cluster: Cluster, slot: number, address: string): Promise<void> {
+  const until = Date.now() + FOLLOW_MS;
+  for (;;) {
+    await slotsRefreshed(cluster);
+    if (cluster.slots[slot]?.[0] === address || Date.now() >= until) return;
+    await sleep(20);
+  }
+}
 
 type Sender = (...args: (string | Buffer)[]) => unknown;
 
@@ -171,9 +197,9 @@ export function ioredisConnection(client: Redis | Cluster): RedisConnection {
         // answered, so a write sent to a master that lost its slot (a failover, a moved slot) comes back as
         // MOVED, and ioredis keeps its stale slot map: every later write would be redirected too. The write
         // did not run: learn the new owner and send both again.
-        if (!client.isCluster || attempt === 3 || !commandError.message.startsWith('MOVED '))
-          throw commandError;
-        await slotsRefreshed(client as Cluster);
+        const moved = client.isCluster ? movedTo(commandError) : undefined;
+        if (moved === undefined || attempt === MOVED_ATTEMPTS) throw commandError;
+        await slotFollowed(client as Cluster, moved.slot, moved.address);
         continue;
       }
       if (waitError) throw waitError;
