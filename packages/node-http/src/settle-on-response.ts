@@ -329,7 +329,7 @@ class ResponseCapture {
     return {
       status: this.status,
       headers,
-      body: truncated ? null : body,
+      body,
       bodyTruncated: truncated,
       contentEncoding: this.#encoding,
     };
