@@ -304,6 +304,31 @@ for (const backend of backends) {
       expect(proxy.accepted, 'a new connection was opened for the next request').toBe(acceptedBefore + 1);
       await healed();
     });
+
+    test('an open whose schema statement stalls fails within its bounds, never hangs, and the next attempt opens', async () => {
+      // The stalled connection stays silent after the open gives up on it: closing the pool must not wait for
+      // it, or a node started while its database path stalls would wait for ever without trying again.
+      const bounds = { statementTimeoutMs: DEADLINE_MS, acquireTimeoutMs: DEADLINE_MS };
+      const stall = proxy.stallOn(/idem_records/);
+      const startedMs = performance.now();
+      const failed = await openDatabase(proxied(), bounds).then(
+        async (db) => {
+          await db.close();
+          return undefined;
+        },
+        (error: unknown) => error,
+      );
+      const ms = performance.now() - startedMs;
+      note('an open whose schema statement stalls', ms);
+      expect(stall.stalled).toBe(true);
+      expect(failed).toBeInstanceOf(DatabaseTimeout);
+      // The schema's own bound (statement plus the client's margin), then at most the acquire bound to close.
+      expect(ms).toBeLessThan(DEADLINE_MS + 1_000 + DEADLINE_MS + MARGIN_MS);
+      proxy.heal();
+      const db = await openDatabase(proxied(), bounds);
+      await db.ping();
+      await db.close();
+    });
   });
 }
 

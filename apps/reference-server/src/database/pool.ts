@@ -18,6 +18,8 @@ interface OnConnection {
  * that one given up on can be destroyed instead of going back to the pool with its answer still on its way.
  */
 export interface CatalogConnection extends PooledConnection {
+  /** Drizzle on this connection alone (the schema is made on it at open). */
+  readonly db: SupportedDb;
   /** The idempotency store on this connection, for its calls outside a transaction. */
   readonly store: IdempotencyStore;
 }
@@ -43,6 +45,7 @@ export function pgConnections(pool: pg.Pool, statementTimeoutMs: number): () => 
     }
     return {
       executor: executorOn(on.db, on.store.inTransaction(on.db as never), 'postgres'),
+      db: on.db,
       store: on.store,
       // A statement outside a transaction (a read) keeps the session's bound: the client still gives up on it,
       // and closes its connection, once the time left has passed; the server ends it by statement_timeout.
@@ -103,6 +106,7 @@ export function mysqlConnections(
     };
     return {
       executor: executorOn(on.db, on.store.inTransaction(on.db as never), 'mysql'),
+      db: on.db,
       store: on.store,
       prepare,
       begin: async (serverMs) => {

@@ -75,11 +75,11 @@ export async function pooledDatabase({
   });
   const direct = until(NO_DEADLINE);
   try {
-    await within(statementMs, 'the schema', () => migrate(db, dialect, tables));
+    // On a connection held as a request's is: one given up on (a path that stalls while the node starts) is
+    // destroyed, so that the pool can close and the next attempt start afresh.
+    await on(NO_DEADLINE, 'the schema', (c) => migrate(c.db, dialect, tables));
     const valueLimit =
-      dialect === 'mysql'
-        ? await within(statementMs, 'a statement', () => mysqlValueLimit(db))
-        : LARGE_VALUES;
+      dialect === 'mysql' ? await on(NO_DEADLINE, 'a statement', (c) => mysqlValueLimit(c.db)) : LARGE_VALUES;
     return {
       dialect,
       valueLimit,
@@ -91,8 +91,9 @@ export async function pooledDatabase({
       close,
     };
   } catch (error) {
-    // Not reachable (yet): the caller tries again with a new pool, so this one must not stay open.
-    await close().catch(() => {});
+    // Not reachable (yet): the caller tries again with a new pool, so this one must not stay open. Its close is
+    // bounded too: a connection that never answers would hold a pool's goodbye for ever, and the attempts with it.
+    await within(bounds.acquireTimeoutMs, 'closing', close).catch(() => {});
     throw error;
   }
 }
