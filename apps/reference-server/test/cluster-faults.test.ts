@@ -466,6 +466,8 @@ for (const backend of backends) {
           totals.connectionStalls++;
         }
       });
+      // The last stalls armed may not have matched: they must not stall the scenarios after this one.
+      for (const node of cluster.nodes) node.proxy.disarm();
       await healthy(cluster, db, tally);
     }, 180_000);
 

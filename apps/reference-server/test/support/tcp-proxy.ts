@@ -23,6 +23,11 @@ export interface TcpProxy {
    * (the statement runs), and only what follows, its answer first, is lost.
    */
   stallOn(pattern: RegExp, options?: { deliver?: boolean }): Stall;
+  /**
+   * Forget a `stallOn` that has not matched yet: left armed, it would stall whatever statement of a later
+   * scenario matches first (a node's schema at its next start, say).
+   */
+  disarm(): void;
   /** How many connections the proxy has accepted so far. */
   readonly accepted: number;
   /** How many of them are open now. */
@@ -107,6 +112,9 @@ export async function startTcpProxy(target: { host: string; port: number }): Pro
       const stall = { stalled: false, closedByNode: false };
       trigger = { pattern, deliver: options.deliver === true, stall };
       return stall;
+    },
+    disarm() {
+      trigger = undefined;
     },
     get accepted() {
       return accepted;
