@@ -92,6 +92,52 @@ function sqlStore(
   };
 }
 
+/** A call that did not answer within `--timeout` (read as such by describeError). */
+const timedOut = (timeoutMs: number) =>
+  Object.assign(new Error(`the call timed out after ${timeoutMs} ms`), { code: 'ETIMEDOUT' });
+
+/** `call`, or a {@link timedOut} rejection once `timeoutMs` has passed (the call is left to finish alone). */
+function within<T>(timeoutMs: number, call: () => Promise<T>): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_resolve, reject) => {
+    timer = setTimeout(() => reject(timedOut(timeoutMs)), timeoutMs);
+  });
+  return Promise.race([call(), late]).finally(() => clearTimeout(timer));
+}
+
+/**
+ * A server database's store with every call bounded on the client too. The server's own bounds
+ * (`statement_timeout`, lock waits) never end a call whose connection went silent after it connected (a stalled
+ * path, a proxy that stopped forwarding), and neither do the drivers: without this, `--timeout` would not hold,
+ * and the pool's close would then wait for ever behind the call (mysql2 queues its QUIT after it).
+ */
+function bounded(opened: OpenedStore, timeoutMs: number): OpenedStore {
+  const store = Object.fromEntries(
+    Object.entries(opened.store).map(([name, value]) => [
+      name,
+      typeof value === 'function'
+        ? (...args: unknown[]) => within(timeoutMs, async () => value.apply(opened.store, args))
+        : value,
+    ]),
+  ) as unknown as IdempotencyStore;
+  const { schema } = opened;
+  return {
+    ...opened,
+    store,
+    ...(schema === undefined
+      ? {}
+      : {
+          schema: {
+            ...schema,
+            exists: () => within(timeoutMs, () => schema.exists()),
+            migrate: () => within(timeoutMs, () => schema.migrate()),
+          },
+        }),
+    // Bounded, never failing: a pool that cannot say goodbye is left to the process's exit.
+    close: () => within(timeoutMs, () => opened.close()).catch(() => {}),
+  };
+}
+
 /** PostgreSQL undefined_table, MySQL ER_NO_SUCH_TABLE, SQLite "no such table", wherever Drizzle put it. */
 export function isMissingTable(error: unknown): boolean {
   for (let e: unknown = error; typeof e === 'object' && e !== null; e = (e as { cause?: unknown }).cause) {
@@ -131,8 +177,11 @@ export async function openStore(target: StoreUrl, options: OpenOptions = {}): Pr
         statement_timeout: timeoutMs,
       });
       pool.on('error', () => {}); // an idle connection that drops is reported by the next query
-      const opened = sqlStore('postgres', 'postgres', pgDrizzle(pool), table, () => pool.end());
-      await ping(opened, () => pool.query('SELECT 1'));
+      const opened = bounded(
+        sqlStore('postgres', 'postgres', pgDrizzle(pool), table, () => pool.end()),
+        timeoutMs,
+      );
+      await ping(opened, () => within(timeoutMs, () => pool.query('SELECT 1')));
       return opened;
     }
     case 'mysql': {
@@ -147,8 +196,11 @@ export async function openStore(target: StoreUrl, options: OpenOptions = {}): Pr
           () => {},
         );
       });
-      const opened = sqlStore('mysql', 'mysql', mysqlDrizzle(pool), table, () => pool.end());
-      await ping(opened, () => pool.query('SELECT 1'));
+      const opened = bounded(
+        sqlStore('mysql', 'mysql', mysqlDrizzle(pool), table, () => pool.end()),
+        timeoutMs,
+      );
+      await ping(opened, () => within(timeoutMs, () => pool.query('SELECT 1')));
       return opened;
     }
     case 'sqlite': {

@@ -1,5 +1,5 @@
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer, type Server } from 'node:net';
+import { connect, createServer, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
@@ -17,7 +17,15 @@ import pc from 'picocolors';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { table } from '../src/output.js';
 import { run } from '../src/program.js';
-import { available, CLUSTER_NODES, MYSQL_URL, PG_URL, REDIS_URL } from './support/backends.js';
+import {
+  available,
+  CLUSTER_NODES,
+  MYSQL_URL,
+  mysqlBackend,
+  PG_URL,
+  postgresBackend,
+  REDIS_URL,
+} from './support/backends.js';
 import { idem } from './support/run.js';
 
 // Attacks on the `idem` command: what a stored value, a URL or an operator's keystroke can make it do. Run in
@@ -387,6 +395,77 @@ describe('a server that accepts and never answers', () => {
     // Node's start and the store's modules take a moment; a second --timeout does not fit in it.
     expect(ran.ms).toBeLessThan(3_500);
   });
+});
+
+/**
+ * A loopback proxy to `target` that forwards both ways until the bytes towards the database contain `pattern`,
+ * then drops everything on that connection, its sockets kept open: a path that stalls after it connected.
+ */
+async function stallingProxy(target: URL, pattern: string) {
+  const sockets = new Set<Socket>();
+  const server = createServer((client) => {
+    const upstream = connect({ host: target.hostname, port: Number(target.port) });
+    let silent = false;
+    for (const socket of [client, upstream]) {
+      sockets.add(socket);
+      socket.on('error', () => {});
+    }
+    client.on('data', (chunk: Buffer) => {
+      if (chunk.toString('latin1').includes(pattern)) silent = true;
+      if (!silent) upstream.write(chunk);
+    });
+    upstream.on('data', (chunk: Buffer) => {
+      if (!silent) client.write(chunk);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const url = new URL(target);
+  url.host = `127.0.0.1:${(server.address() as { port: number }).port}`;
+  return {
+    url: url.href,
+    close: () => {
+      for (const socket of sockets) socket.destroy();
+      return new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
+
+describe('a server database whose path stalls after the connection is made', () => {
+  const matrix = [
+    { name: 'PostgreSQL', make: postgresBackend },
+    { name: 'MariaDB', make: mysqlBackend },
+  ];
+  for (const { name, make } of matrix) {
+    describe(name, async () => {
+      const up = await available(name, async () => (await make()).dispose());
+      // Each command's statement on the records table stalls; the connection and its `SELECT 1` go through.
+      test.runIf(up).each([
+        ['stats', []],
+        ['list', []],
+        ['inspect', ['--key', '01890a5d-ac96-774b-bcce-b302099a8057']],
+        ['purge', []],
+        ['migrate', []],
+      ] as const)('%s ends within --timeout, as a timeout', async (command, extra) => {
+        const backend = await make();
+        const ready = await idem(['migrate', backend.url]);
+        expect(ready.code, ready.stderr).toBe(0);
+        const proxy = await stallingProxy(new URL(backend.url), 'idem_records');
+        try {
+          // What a run takes here without a stall (Node's start, the modules, the connection), as the machine is now.
+          const unstalled = await idem(['stats', backend.url]);
+          expect(unstalled.code, unstalled.stderr).toBe(0);
+          const ran = await idem([command, proxy.url, ...extra, '--timeout', '1500']);
+          expect(ran.code, ran.stderr).toBe(1);
+          expect(ran.stderr).toMatch(/did not answer in time/);
+          // On top of that: the call's own bound, then at most the close's, and a margin.
+          expect(ran.ms - unstalled.ms).toBeLessThan(1_500 + 1_500 + 1_000);
+        } finally {
+          await proxy.close();
+          await backend.dispose();
+        }
+      });
+    });
+  }
 });
 
 const redisUp = await available('Redis', async () => {
