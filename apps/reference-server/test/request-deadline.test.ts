@@ -1,9 +1,11 @@
+import { connect, createServer, Socket } from 'node:net';
 import { sql } from 'drizzle-orm';
 import mysql from 'mysql2/promise';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { DatabaseTimeout } from '../src/database/deadline.js';
 import { openDatabase } from '../src/database/open.js';
+import { CLIENT_MARGIN_MS } from '../src/database/options.js';
 import { sleep } from './support/cluster.js';
 import { backends } from './support/databases.js';
 import { call, type Node, newKey, schema, startNode } from './support/server.js';
@@ -322,12 +324,70 @@ for (const backend of backends) {
       note('an open whose schema statement stalls', ms);
       expect(stall.stalled).toBe(true);
       expect(failed).toBeInstanceOf(DatabaseTimeout);
-      // The schema's own bound (statement plus the client's margin), then at most the acquire bound to close.
-      expect(ms).toBeLessThan(DEADLINE_MS + 1_000 + DEADLINE_MS + MARGIN_MS);
+      // Getting the connection, the schema's own bound (statement plus the client's margin), then at most the
+      // acquire bound to close.
+      expect(ms).toBeLessThan(DEADLINE_MS + DEADLINE_MS + CLIENT_MARGIN_MS + DEADLINE_MS + MARGIN_MS);
       proxy.heal();
       const db = await openDatabase(proxied(), bounds);
       await db.ping();
       await db.close();
+    });
+
+    test('a connection given up on is destroyed, never left half-closed behind a path that stopped answering', async () => {
+      // A path that goes silent once the schema's statement goes by and, from then on, never answers a FIN
+      // either (a partition): a connection only half-closed (FIN sent, socket kept) would stay this process's.
+      const target = new URL(database.url);
+      const sockets = new Set<Socket>();
+      let silenced: Socket | undefined;
+      const blackhole = createServer({ allowHalfOpen: true }, (client) => {
+        const upstream = connect({ host: target.hostname, port: Number(target.port) });
+        let silent = false;
+        for (const socket of [client, upstream]) {
+          sockets.add(socket);
+          socket.on('error', () => {});
+        }
+        client.on('data', (chunk: Buffer) => {
+          if (!silent && chunk.toString('latin1').includes('idem_records')) {
+            silent = true;
+            silenced = client;
+          }
+          if (!silent) upstream.write(chunk);
+        });
+        upstream.on('data', (chunk: Buffer) => {
+          if (!silent) client.write(chunk);
+        });
+        client.on('end', () => {
+          if (!silent) upstream.end(() => client.end());
+        });
+      });
+      await new Promise<void>((resolve) => blackhole.listen(0, '127.0.0.1', resolve));
+      try {
+        const url = new URL(database.url);
+        url.host = `127.0.0.1:${(blackhole.address() as { port: number }).port}`;
+        const bounds = { statementTimeoutMs: DEADLINE_MS, acquireTimeoutMs: DEADLINE_MS };
+        const failed = await openDatabase(url.href, bounds).then(
+          async (db) => {
+            await db.close();
+            return undefined;
+          },
+          (error: unknown) => error,
+        );
+        expect(failed).toBeInstanceOf(DatabaseTimeout);
+        const stalled = silenced as Socket;
+        expect(stalled).toBeDefined();
+        // The node's end of that connection (it runs in this process): gone from the process's handles once
+        // destroyed; a half-closed socket stays one, waiting for a FIN that will never come.
+        const port = stalled.remotePort;
+        const held = () =>
+          (process as unknown as { _getActiveHandles(): unknown[] })
+            ._getActiveHandles()
+            .some((handle) => handle instanceof Socket && handle !== stalled && handle.localPort === port);
+        for (let waited = 0; held() && waited < 1_000; waited += 50) await sleep(50);
+        expect(held(), 'the node destroyed its end of the connection it gave up on').toBe(false);
+      } finally {
+        for (const socket of sockets) socket.destroy();
+        await new Promise<void>((resolve) => blackhole.close(() => resolve()));
+      }
     });
   });
 }

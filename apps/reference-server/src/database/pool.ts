@@ -116,8 +116,13 @@ export function mysqlConnections(
       commit: () => query('COMMIT'),
       rollback: () => query('ROLLBACK'),
       release: () => promised.release(),
-      // Removed from the pool and its socket destroyed.
-      destroy: () => promised.destroy(),
+      // Removed from the pool and its socket destroyed. mysql2's own `destroy` only half-closes the socket
+      // (`stream.end()`), which waits for the server's FIN: a path that has gone silent never sends one, and the
+      // socket would stay this process's for ever.
+      destroy: () => {
+        promised.destroy();
+        (promised.connection as unknown as { stream?: { destroy?: () => void } }).stream?.destroy?.();
+      },
     };
   };
 }

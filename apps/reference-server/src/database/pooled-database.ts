@@ -13,7 +13,7 @@ import { LARGE_VALUES } from './value-limit.js';
 /** A pooled server database, as `pooledDatabase` takes it. */
 export interface PooledDatabaseOptions {
   readonly dialect: 'postgres' | 'mysql';
-  /** Drizzle over the pool: the startup's statements (the schema, the packet size) run on it. */
+  /** Drizzle over the pool. Every statement runs on a connection held by its call (`acquire`), none on this. */
   readonly db: SupportedDb;
   /** A connection of the pool, for one call or one transaction (database/pool.ts). */
   readonly acquire: () => Promise<CatalogConnection>;
