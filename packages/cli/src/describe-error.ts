@@ -52,7 +52,7 @@ export function describeError(error: unknown, target: StoreUrl | undefined, tabl
     codeIn(error, ['ETIMEDOUT', 'ER_LOCK_WAIT_TIMEOUT']) ||
     messageMatches(
       error,
-      /timed out|timeout exceeded|timeout expired|due to (connection|statement|lock) timeout/i,
+      /timed out|timeout exceeded|timeout expired|due to (connection|statement|lock) timeout|max_statement_time exceeded/i,
     )
   )
     return line(`${backend}${where} did not answer in time`);

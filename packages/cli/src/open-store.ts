@@ -92,36 +92,70 @@ function sqlStore(
   };
 }
 
+/**
+ * How long past `--timeout` the client waits for an answer: the database's own bound (PostgreSQL's
+ * `statement_timeout`, MariaDB's `max_statement_time`) ends a slow statement at `--timeout` itself, undone, and
+ * its refusal comes in this margin; only a path that has gone silent outlasts it.
+ */
+const CLIENT_MARGIN_MS = 500;
+
+/** The store's calls bounded on the client (its asynchronous ones: `inTransaction` is left as it is). */
+const BOUNDED_CALLS = new Set([
+  'reserve',
+  'load',
+  'finalize',
+  'release',
+  'renewLease',
+  'purgeExpired',
+  'forget',
+  'list',
+  'stats',
+]);
+
 /** A call that did not answer within `--timeout` (read as such by describeError). */
 const timedOut = (timeoutMs: number) =>
   Object.assign(new Error(`the call timed out after ${timeoutMs} ms`), { code: 'ETIMEDOUT' });
 
 /** `call`, or a {@link timedOut} rejection once `timeoutMs` has passed (the call is left to finish alone). */
-function within<T>(timeoutMs: number, call: () => Promise<T>): Promise<T> {
+function within<T>(timeoutMs: number, call: () => Promise<T>, onTimeout?: () => void): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const late = new Promise<never>((_resolve, reject) => {
-    timer = setTimeout(() => reject(timedOut(timeoutMs)), timeoutMs);
+    timer = setTimeout(() => {
+      onTimeout?.();
+      reject(timedOut(timeoutMs));
+    }, timeoutMs);
   });
   return Promise.race([call(), late]).finally(() => clearTimeout(timer));
 }
 
 /**
- * A server database's store with every call bounded on the client too. The server's own bounds
- * (`statement_timeout`, lock waits) never end a call whose connection went silent after it connected (a stalled
- * path, a proxy that stopped forwarding), and neither do the drivers: without this, `--timeout` would not hold,
- * and the pool's close would then wait for ever behind the call (mysql2 queues its QUIT after it).
+ * A server database's store, checked with `probe`, with every call bounded on the client too. The database's
+ * own bounds never end a call whose connection went silent after it connected (a stalled path, a proxy that
+ * stopped forwarding), and neither do the drivers: without this, `--timeout` would not hold. Once a call has
+ * gone unanswered, closing does not wait for the pool: its goodbye would wait behind that call for ever (pg-pool
+ * ends once every client is back, mysql2 queues its QUIT after the call), and the process exits anyway.
  */
-function bounded(opened: OpenedStore, timeoutMs: number): OpenedStore {
+async function bounded(
+  opened: OpenedStore,
+  timeoutMs: number,
+  probe: () => Promise<unknown>,
+): Promise<OpenedStore> {
+  let silent = false;
+  const limitMs = timeoutMs + CLIENT_MARGIN_MS;
+  const bound = <T>(call: () => Promise<T>) =>
+    within(limitMs, call, () => {
+      silent = true;
+    });
   const store = Object.fromEntries(
     Object.entries(opened.store).map(([name, value]) => [
       name,
-      typeof value === 'function'
-        ? (...args: unknown[]) => within(timeoutMs, async () => value.apply(opened.store, args))
+      typeof value === 'function' && BOUNDED_CALLS.has(name)
+        ? (...args: unknown[]) => bound(async () => value.apply(opened.store, args))
         : value,
     ]),
   ) as unknown as IdempotencyStore;
   const { schema } = opened;
-  return {
+  const result: OpenedStore = {
     ...opened,
     store,
     ...(schema === undefined
@@ -129,13 +163,19 @@ function bounded(opened: OpenedStore, timeoutMs: number): OpenedStore {
       : {
           schema: {
             ...schema,
-            exists: () => within(timeoutMs, () => schema.exists()),
-            migrate: () => within(timeoutMs, () => schema.migrate()),
+            exists: () => bound(() => schema.exists()),
+            migrate: () => bound(() => schema.migrate()),
           },
         }),
-    // Bounded, never failing: a pool that cannot say goodbye is left to the process's exit.
-    close: () => within(timeoutMs, () => opened.close()).catch(() => {}),
+    async close() {
+      const closing = opened.close();
+      // Never failing; bounded, and not waited for at all behind a call that never answered.
+      if (silent) closing.catch(() => {});
+      else await within(limitMs, () => closing).catch(() => {});
+    },
   };
+  await ping(result, () => bound(probe));
+  return result;
 }
 
 /** PostgreSQL undefined_table, MySQL ER_NO_SUCH_TABLE, SQLite "no such table", wherever Drizzle put it. */
@@ -177,31 +217,27 @@ export async function openStore(target: StoreUrl, options: OpenOptions = {}): Pr
         statement_timeout: timeoutMs,
       });
       pool.on('error', () => {}); // an idle connection that drops is reported by the next query
-      const opened = bounded(
-        sqlStore('postgres', 'postgres', pgDrizzle(pool), table, () => pool.end()),
-        timeoutMs,
-      );
-      await ping(opened, () => within(timeoutMs, () => pool.query('SELECT 1')));
-      return opened;
+      const opened = sqlStore('postgres', 'postgres', pgDrizzle(pool), table, () => pool.end());
+      return bounded(opened, timeoutMs, () => pool.query('SELECT 1'));
     }
     case 'mysql': {
       const pool = mysql.createPool({ uri: target.url, connectionLimit: 2, connectTimeout: timeoutMs });
-      // mysql2 has no statement timeout, and a statement waiting for a lock (a LOCK TABLES, an ALTER, a row
-      // another transaction holds) waits up to a year for a table's. The server's lock waits, in whole seconds,
-      // bound it instead; the event comes before the connection is handed out, so these run first on it.
+      // A statement waiting for a lock (a LOCK TABLES, an ALTER, a row another transaction holds) waits up to a
+      // year for a table's. The server's lock waits, in whole seconds, bound it; the event comes before the
+      // connection is handed out, so these run first on it.
       const lockWaitS = Math.max(1, Math.ceil(timeoutMs / 1000));
       pool.pool.on('connection', (connection) => {
         connection.query(
           `SET SESSION lock_wait_timeout = ${lockWaitS}, innodb_lock_wait_timeout = ${lockWaitS}`,
           () => {},
         );
+        // MariaDB's statement bound, as PostgreSQL's statement_timeout: a slow statement is ended undone at
+        // --timeout, rather than given up on by the client and left to finish (MySQL has no such variable:
+        // refused, and the client's bound holds alone).
+        connection.query(`SET SESSION max_statement_time = ${timeoutMs / 1000}`, () => {});
       });
-      const opened = bounded(
-        sqlStore('mysql', 'mysql', mysqlDrizzle(pool), table, () => pool.end()),
-        timeoutMs,
-      );
-      await ping(opened, () => within(timeoutMs, () => pool.query('SELECT 1')));
-      return opened;
+      const opened = sqlStore('mysql', 'mysql', mysqlDrizzle(pool), table, () => pool.end());
+      return bounded(opened, timeoutMs, () => pool.query('SELECT 1'));
     }
     case 'sqlite': {
       let connection: Database.Database;

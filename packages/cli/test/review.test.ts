@@ -3,6 +3,7 @@ import { connect, createServer, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { IdempotencyStore } from '@idem/core';
 import { createRedisStore } from '@idem/store-redis';
 import { createSqlStore } from '@idem/store-sql';
@@ -457,10 +458,86 @@ describe('a server database whose path stalls after the connection is made', () 
           const ran = await idem([command, proxy.url, ...extra, '--timeout', '1500']);
           expect(ran.code, ran.stderr).toBe(1);
           expect(ran.stderr).toMatch(/did not answer in time/);
-          // On top of that: the call's own bound, then at most the close's, and a margin.
-          expect(ran.ms - unstalled.ms).toBeLessThan(1_500 + 1_500 + 1_000);
+          // On top of that: the call's own bound and the client's margin past it (the close does not wait behind
+          // a call that never answered), and a margin for this machine.
+          expect(ran.ms - unstalled.ms).toBeLessThan(1_500 + 500 + 1_000);
         } finally {
           await proxy.close();
+          await backend.dispose();
+        }
+      });
+    });
+  }
+});
+
+describe('a slow statement past --timeout is ended by the database, undone', () => {
+  // A delete that takes a second (a trigger sleeps): the database's own bound ends it at --timeout and rolls it
+  // back, so "did not answer in time" means the record is still there, never that it went anyway.
+  const matrix = [
+    {
+      name: 'PostgreSQL',
+      make: postgresBackend,
+      slow: [
+        `CREATE FUNCTION idem_slow() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_sleep(1); RETURN OLD; END $$`,
+        'CREATE TRIGGER idem_slow BEFORE DELETE ON idem_records FOR EACH ROW EXECUTE FUNCTION idem_slow()',
+      ],
+      run: async (url: string, statements: string[]) => {
+        const client = new pg.Client({ connectionString: url });
+        await client.connect();
+        try {
+          for (const statement of statements) await client.query(statement);
+        } finally {
+          await client.end();
+        }
+      },
+    },
+    {
+      name: 'MariaDB',
+      make: mysqlBackend,
+      slow: ['CREATE TRIGGER idem_slow BEFORE DELETE ON idem_records FOR EACH ROW SET @slept = SLEEP(1)'],
+      run: async (url: string, statements: string[]) => {
+        const connection = await mysql.createConnection({ uri: url });
+        try {
+          for (const statement of statements) await connection.query(statement);
+        } finally {
+          await connection.end();
+        }
+      },
+    },
+  ];
+  for (const { name, make, slow, run: runSql } of matrix) {
+    describe(name, async () => {
+      const up = await available(name, async () => (await make()).dispose());
+      test.runIf(up)('forget: a timeout, and the record is still there', async () => {
+        const backend = await make();
+        try {
+          expect((await idem(['migrate', backend.url])).code).toBe(0);
+          const store = await backend.store();
+          const key = '01890a5d-ac96-774b-bcce-b302099a8057';
+          const now = Date.now();
+          const reserved = { scope: '', key, owner: 'owner-1' };
+          await store.reserve({
+            ...reserved,
+            fingerprint: 'f'.repeat(64),
+            nowMs: now,
+            leaseUntilMs: now + 30_000,
+            expiresAtMs: now + 3_600_000,
+          });
+          await store.finalize({
+            ...reserved,
+            nowMs: now,
+            response: { status: 201, headers: {}, body: null },
+          });
+          await runSql(backend.url, slow);
+          const ran = await idem(['forget', backend.url, '--key', key, '--yes', '--timeout', '300']);
+          expect(ran.code, ran.stderr).toBe(1);
+          expect(ran.stderr).toMatch(/did not answer in time/);
+          await sleep(1_500); // past the trigger's second, had the delete gone on
+          expect(
+            await store.load({ scope: '', key }),
+            'the record survives the refused delete',
+          ).toBeDefined();
+        } finally {
           await backend.dispose();
         }
       });
