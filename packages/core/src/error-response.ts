@@ -1,4 +1,5 @@
 import type { IdemError } from './errors.js';
+import { copyHeaders } from './response.js';
 
 /** A host's `formatError` option: the JSON value of the answer to `error`, given the framework's request. */
 export type FormatError<Host> = (error: IdemError, host: Host) => unknown;
@@ -32,7 +33,8 @@ export function errorResponse<Host>(
   host: Host,
   formatError?: FormatError<Host> | undefined,
 ): { readonly status: number; readonly headers: Readonly<Record<string, string>>; readonly body: string } {
-  const headers = { ...error.headers, 'content-type': 'application/json; charset=utf-8' };
+  const headers = copyHeaders(error.headers);
+  headers['content-type'] = 'application/json; charset=utf-8';
   return { status: error.status, headers, body: formatted(error, host, formatError) };
 }
 

@@ -132,9 +132,31 @@ export function toStoredResponse(response: CapturedResponse, options: StoreRespo
   return { status: response.status, headers, body };
 }
 
+/**
+ * A copy of a header map, to set more names on. Not `{ ...headers, name: value }`: Node 20's V8 spends about a
+ * microsecond for every name set on an object made by a spread, and leaves garbage that reaches the old
+ * generation (docs/benchmarks.md). Each name is defined as a spread defines it, so that a `__proto__` stays a name.
+ */
+export function copyHeaders(headers: Readonly<Record<string, string>>): Record<string, string> {
+  const copy: Record<string, string> = {};
+  if (headers === undefined || headers === null) return copy; // as a spread takes them (a hook's result)
+  const names = Object.keys(headers);
+  for (let i = 0; i < names.length; i++) {
+    const name = names[i] as string;
+    const value = headers[name] as string;
+    if (name === '__proto__') {
+      Object.defineProperty(copy, name, { value, enumerable: true, writable: true, configurable: true });
+    } else {
+      copy[name] = value;
+    }
+  }
+  return copy;
+}
+
 /** The answer that replays a stored response. */
 export function toReplayResponse(stored: StoredResponse): ReplayResponse {
-  const headers: Record<string, string> = { ...stored.headers, [REPLAYED_HEADER]: 'true' };
+  const headers = copyHeaders(stored.headers);
+  headers[REPLAYED_HEADER] = 'true';
   if (stored.bodyOmitted === true) {
     headers[BODY_OMITTED_HEADER] = 'true';
   }
