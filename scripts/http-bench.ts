@@ -67,10 +67,12 @@ export async function load(
     body: orderBody,
     requests: [
       {
-        setupRequest: (request) =>
-          key === undefined
-            ? request
-            : { ...request, headers: { ...request.headers, 'idempotency-key': key() } },
+        // Set on the request autocannon copied for this one (its headers too), not spread into a new one: a
+        // spread with fields after it costs Node 20 about a microsecond per field, in the load generator.
+        setupRequest: (request) => {
+          if (key !== undefined) (request.headers as Record<string, string>)['idempotency-key'] = key();
+          return request;
+        },
         // (The plain servers get keys too, ignored: the client then does the same work in every run.)
       },
     ],
