@@ -135,7 +135,7 @@ export function toStoredResponse(response: CapturedResponse, options: StoreRespo
 /**
  * A copy of a header map, to set more names on. Not `{ ...headers, name: value }`: Node 20's V8 spends about a
  * microsecond for every name set on an object made by a spread, and leaves garbage that reaches the old
- * generation (docs/benchmarks.md). Each name is defined as a spread defines it, so that a `__proto__` stays a name.
+ * generation (docs/benchmarks.md). The copy is the spread's: own enumerable names in their order (symbols aside).
  */
 export function copyHeaders(headers: Readonly<Record<string, string>>): Record<string, string> {
   const copy: Record<string, string> = {};
@@ -144,7 +144,9 @@ export function copyHeaders(headers: Readonly<Record<string, string>>): Record<s
   for (let i = 0; i < names.length; i++) {
     const name = names[i] as string;
     const value = headers[name] as string;
-    if (name === '__proto__') {
+    if (name in copy) {
+      // A name Object.prototype has (`__proto__`, `constructor`): defined, as a spread defines it, so that a
+      // setter or a frozen prototype neither swallows it nor throws.
       Object.defineProperty(copy, name, { value, enumerable: true, writable: true, configurable: true });
     } else {
       copy[name] = value;

@@ -27,6 +27,25 @@ describe('toReplayResponse: the stored headers, copied as a spread copies them',
     expect(headers['idempotent-replayed']).not.toBe('true'); // the record's own map is left alone
   });
 
+  test('a name Object.prototype answers with a setter (or a frozen one) is defined, not assigned', () => {
+    Object.defineProperty(Object.prototype, 'x-trap', {
+      set() {
+        throw new Error('assigned through the prototype');
+      },
+      configurable: true,
+    });
+    try {
+      const replay = toReplayResponse(stored({ 'x-trap': 'kept', a: '1' }));
+      expect(Object.entries(replay.headers)).toEqual([
+        ['x-trap', 'kept'],
+        ['a', '1'],
+        ['idempotent-replayed', 'true'],
+      ]);
+    } finally {
+      delete (Object.prototype as Record<string, unknown>)['x-trap'];
+    }
+  });
+
   test('a body left out is said so, after the stored headers', () => {
     const replay = toReplayResponse({ status: 200, headers: { a: '1' }, body: null, bodyOmitted: true });
     expect(Object.keys(replay.headers)).toEqual([

@@ -27,7 +27,7 @@ type Logged = FastifyRequest & { [REASON]?: Reason | undefined; [ARRIVED]?: numb
 export const requestLog = fp(
   async (app) => {
     app.decorateRequest(REASON, undefined);
-    app.decorateRequest(ARRIVED, 0);
+    app.decorateRequest(ARRIVED, undefined); // unset until this plugin's onRequest ran (an earlier hook may wait)
     app.decorateRequest(TOLD, false);
     app.addHook('onRequest', (request, _reply, done) => {
       (request as Logged)[ARRIVED] = performance.now();
