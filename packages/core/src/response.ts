@@ -119,7 +119,7 @@ export function toStoredResponse(response: CapturedResponse, options: StoreRespo
     if (value === undefined || !options.allowHeaders.has(lower) || NEVER_STORED_HEADERS.has(lower)) continue;
     if (lower === 'content-encoding') continue;
     // As Node writes them: an array joined, anything else (a number, even a null) as its text.
-    headers[lower] = Array.isArray(value) ? value.join(', ') : String(value);
+    setHeader(headers, lower, Array.isArray(value) ? value.join(', ') : String(value));
   }
   const body = typeof response.body === 'string' ? Buffer.from(response.body) : (response.body ?? null);
   if (response.bodyTruncated === true || (body !== null && body.byteLength > options.maxBodyBytes)) {
@@ -133,6 +133,19 @@ export function toStoredResponse(response: CapturedResponse, options: StoreRespo
 }
 
 /**
+ * Set `name` on a header map made here: as an own property whatever the name, the way a spread or `JSON.parse`
+ * makes one. A name Object.prototype has (`__proto__`, `constructor`) is defined, so that neither a setter nor
+ * a frozen prototype swallows it or throws.
+ */
+function setHeader(headers: Record<string, string>, name: string, value: string): void {
+  if (name in headers) {
+    Object.defineProperty(headers, name, { value, enumerable: true, writable: true, configurable: true });
+  } else {
+    headers[name] = value;
+  }
+}
+
+/**
  * A copy of a header map, to set more names on. Not `{ ...headers, name: value }`: Node 20's V8 spends about a
  * microsecond for every name set on an object made by a spread, and leaves garbage that reaches the old
  * generation (docs/benchmarks.md). The copy is the spread's: own enumerable names in their order (symbols aside).
@@ -143,14 +156,7 @@ export function copyHeaders(headers: Readonly<Record<string, string>>): Record<s
   const names = Object.keys(headers);
   for (let i = 0; i < names.length; i++) {
     const name = names[i] as string;
-    const value = headers[name] as string;
-    if (name in copy) {
-      // A name Object.prototype has (`__proto__`, `constructor`): defined, as a spread defines it, so that a
-      // setter or a frozen prototype neither swallows it nor throws.
-      Object.defineProperty(copy, name, { value, enumerable: true, writable: true, configurable: true });
-    } else {
-      copy[name] = value;
-    }
+    setHeader(copy, name, headers[name] as string);
   }
   return copy;
 }

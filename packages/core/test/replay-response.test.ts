@@ -1,4 +1,4 @@
-import { toReplayResponse } from '@idem/core';
+import { toReplayResponse, toStoredResponse } from '@idem/core';
 import { describe, expect, test } from 'vitest';
 
 // toReplayResponse copies the stored headers by hand instead of `{ ...headers, name: value }` (a spread with
@@ -52,6 +52,32 @@ describe('toReplayResponse: the stored headers, copied as a spread copies them',
       'a',
       'idempotent-replayed',
       'idempotent-replay-body-omitted',
+    ]);
+  });
+});
+
+describe('toStoredResponse: every allow-listed name kept as an own header, whatever it is called', () => {
+  test('names Object.prototype has (Node hands headers over in a null-prototype object)', () => {
+    const captured: Record<string, string> = Object.assign(Object.create(null), {
+      ...JSON.parse('{"__proto__":"p"}'),
+      constructor: 'c',
+      Location: '/orders/1',
+    });
+    const stored = toStoredResponse(
+      { status: 201, headers: captured, body: null },
+      { allowHeaders: new Set(['__proto__', 'constructor', 'location']), maxBodyBytes: 1024 },
+    );
+    expect(Object.getPrototypeOf(stored.headers)).toBe(Object.prototype);
+    expect(Object.entries(stored.headers)).toEqual([
+      ['__proto__', 'p'],
+      ['constructor', 'c'],
+      ['location', '/orders/1'],
+    ]);
+    expect(Object.entries(toReplayResponse(stored).headers)).toEqual([
+      ['__proto__', 'p'],
+      ['constructor', 'c'],
+      ['location', '/orders/1'],
+      ['idempotent-replayed', 'true'],
     ]);
   });
 });
