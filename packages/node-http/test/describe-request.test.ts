@@ -60,6 +60,22 @@ describe('describeRequest', () => {
     expect(request.signal?.aborted).toBe(false);
   });
 
+  // A getter defined on each described request (its own closure) gave each one a hidden class of its own in
+  // the old generation, which kept the whole request alive past every young-generation collection.
+  test('no described request has a getter of its own: one signal getter serves them all', () => {
+    const waiting = { ...idem, waits: true };
+    const a = describeRequest(waiting, detachedResponse(), parts('/a'));
+    const b = describeRequest(waiting, detachedResponse(), parts('/b'));
+    for (const request of [a, b, describeRequest(idem, detachedResponse(), parts('/c'))]) {
+      const accessors = Object.entries(Object.getOwnPropertyDescriptors(request)).filter(
+        ([, descriptor]) => descriptor.get !== undefined || descriptor.set !== undefined,
+      );
+      expect(accessors).toEqual([]);
+    }
+    expect(Object.getPrototypeOf(a)).toBe(Object.getPrototypeOf(b));
+    expect(a.signal).not.toBe(b.signal);
+  });
+
   test('a repeated key header arrives joined with ", " and begin rejects it before the store', async () => {
     const store = createMemoryStore();
     const coordinator = createIdempotency({ store, keyFormat: 'token' });
