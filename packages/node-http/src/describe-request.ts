@@ -79,8 +79,11 @@ export function describeRequest<Host>(
  * every request: defined on each object (`Object.defineProperty(described, 'signal', { get })`), its closure
  * gave every described request a map of its own, made in the old generation, which kept the request it
  * described, and the whole request with it, alive past every young-generation collection: about 4 KB promoted
- * per request, even without a key, wherever requests may wait (docs/benchmarks.md).
+ * per request, even without a key, wherever requests may wait (docs/benchmarks.md). A host that copies the
+ * described request (`{ ...described, route }`) copies its own fields only: pass `signal: described.signal` on.
  */
+const RESPONSE = Symbol('@idem/node-http response');
+
 class DescribedRequest<Host> implements IdempotentRequest<Host> {
   readonly method: string;
   readonly route: string;
@@ -91,8 +94,11 @@ class DescribedRequest<Host> implements IdempotentRequest<Host> {
   readonly key: string | string[] | undefined;
   readonly scope: string | undefined;
   readonly host: Host;
-  /** The response whose closing aborts the signal; undefined where no request waits. */
-  readonly #res: ServerResponse | undefined;
+  /**
+   * The response whose closing aborts the signal; undefined where no request waits. (A symbol, not a private
+   * field: the getter then works on a `Proxy` of the request too.)
+   */
+  readonly [RESPONSE]: ServerResponse | undefined;
 
   constructor(
     request: NodeRequestParts<Host>,
@@ -110,11 +116,12 @@ class DescribedRequest<Host> implements IdempotentRequest<Host> {
     this.key = key;
     this.scope = request.scope;
     this.host = request.host;
-    this.#res = res;
+    this[RESPONSE] = res;
   }
 
   /** Made when asked for, only by a request that waits behind another with its key (most never do). */
   get signal(): AbortSignal | undefined {
-    return this.#res === undefined ? undefined : clientGoneSignal(this.#res);
+    const res = this[RESPONSE];
+    return res === undefined ? undefined : clientGoneSignal(res);
   }
 }

@@ -1,6 +1,6 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Readable } from 'node:stream';
-import { Transform } from 'node:stream';
+import { Transform, type TransformOptions } from 'node:stream';
 import { type Idempotency, UNSEEN_BODY } from '@idem/core';
 import { declaresBody } from './describe-request.js';
 
@@ -90,6 +90,26 @@ class PushedBytes implements KeptBody {
   }
 }
 
+const SOURCE = Symbol('@idem/node-http tee source');
+
+/**
+ * The tee: a `Transform` that answers the source's `receivedEncodedLength` (what Fastify checks against the
+ * body limit) from a getter on its prototype. Defined on each stream, the getter's closure gave every stream a
+ * hidden class of its own in the old generation, which kept the request alive past young-generation collections.
+ */
+class Tee extends Transform {
+  readonly [SOURCE]: Readable;
+
+  constructor(source: Readable, options: TransformOptions) {
+    super(options);
+    this[SOURCE] = source;
+  }
+
+  get receivedEncodedLength(): number | undefined {
+    return (this[SOURCE] as { receivedEncodedLength?: number }).receivedEncodedLength;
+  }
+}
+
 /** The bytes of a stream someone else touched first, through a tee that the parser reads. */
 class TeedBytes implements KeptBody {
   readonly stream: Readable;
@@ -98,7 +118,7 @@ class TeedBytes implements KeptBody {
 
   constructor(source: Readable) {
     const chunks = this.#chunks;
-    const stream = new Transform({
+    const stream = new Tee(source, {
       transform(chunk: Buffer, _encoding, callback) {
         chunks.push(chunk);
         callback(null, chunk);
@@ -107,9 +127,6 @@ class TeedBytes implements KeptBody {
         this.#complete = true;
         callback();
       },
-    });
-    Object.defineProperty(stream, 'receivedEncodedLength', {
-      get: () => (source as { receivedEncodedLength?: number }).receivedEncodedLength,
     });
     // pipe, with the source's errors passed on by hand: they reach the parser instead of the process.
     // (pipeline would do that too, at the price of an AbortController and a DOMException per request.)

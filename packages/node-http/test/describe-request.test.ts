@@ -74,6 +74,9 @@ describe('describeRequest', () => {
     }
     expect(Object.getPrototypeOf(a)).toBe(Object.getPrototypeOf(b));
     expect(a.signal).not.toBe(b.signal);
+    // The getter keeps working on a wrapper, and a copy passes the signal on only when told to.
+    expect(new Proxy(a, {}).signal).toBeInstanceOf(AbortSignal);
+    expect({ ...a, signal: a.signal }.signal).toBeInstanceOf(AbortSignal);
   });
 
   test('a repeated key header arrives joined with ", " and begin rejects it before the store', async () => {

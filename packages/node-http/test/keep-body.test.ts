@@ -37,6 +37,17 @@ describe('keepBody', () => {
     expect(stream.receivedEncodedLength).toBe(17);
   });
 
+  test("a stream read through the tee answers the source's receivedEncodedLength from one shared getter", () => {
+    const source = Object.assign(new Readable({ read() {} }), { receivedEncodedLength: 0 });
+    source.pause(); // touched: the tee, not the source itself, goes to the parser
+    const stream = keepBody(idem, keyed, source)?.stream as Readable & { receivedEncodedLength?: number };
+    expect(stream).not.toBe(source);
+    source.receivedEncodedLength = 17;
+    expect(stream.receivedEncodedLength).toBe(17);
+    // Not a getter defined on each stream: its closure made a hidden class per request, kept in the old generation.
+    expect(Object.getOwnPropertyDescriptor(stream, 'receivedEncodedLength')).toBeUndefined();
+  });
+
   test("the source's errors reach the parser, and the body stays unseen", async () => {
     const source = new Readable({ read() {} });
     const kept = keepBody(idem, keyed, source);
