@@ -11,9 +11,8 @@ interface Reason {
   readonly message: string;
 }
 
-// On the request itself (decorated), not in WeakMaps keyed by it: an entry of a WeakMap or WeakSet kept every
-// request it held alive past the young generation (about 2 KB promoted per request, and a scavenge of 10 ms every
-// few hundred requests).
+// On the request itself (decorated), as the idempotency adapter keeps its own state: one property write per
+// request instead of WeakMap and WeakSet entries.
 const REASON = Symbol('reference-server: why the request was refused');
 const ARRIVED = Symbol('reference-server: when the request arrived');
 const TOLD = Symbol('reference-server: the request line is out');
