@@ -1,0 +1,82 @@
+// What a profile from scripts/probe.ts (or `--cpu-prof`) says per request: self time in µs (a .cpuprofile) or
+// bytes allocated (a .heapprofile), by package and by function, largest first.
+//
+//   tsx scripts/profile-summary.ts <profile> <requests> [top]
+//
+// <requests>: how many requests the profile covers (probe.ts prints it). Comparing two servers' summaries line by
+// line (floor against idem) shows where a difference is; one function's share says little on its own.
+import { readFileSync } from 'node:fs';
+
+interface CallFrame {
+  readonly functionName: string;
+  readonly url: string;
+  readonly lineNumber: number;
+}
+interface CpuProfile {
+  readonly nodes: readonly { readonly id: number; readonly callFrame: CallFrame }[];
+  readonly samples: readonly number[];
+  readonly timeDeltas: readonly number[];
+}
+interface HeapNode {
+  readonly callFrame: CallFrame;
+  readonly selfSize: number;
+  readonly children: readonly HeapNode[];
+}
+
+const [file, requests, top = '40'] = process.argv.slice(2);
+if (file === undefined || !(Number(requests) > 0)) {
+  console.error('usage: tsx scripts/profile-summary.ts <profile> <requests> [top]');
+  process.exit(2);
+}
+
+/** Where code comes from: a dependency by its package name, one of ours by its folder, Node's by its module. */
+function packageOf(url: string): string {
+  if (url === '') return '(native)';
+  const dependency = /node_modules\/(?:\.pnpm\/[^/]+\/node_modules\/)?((?:@[^/]+\/)?[^/]+)\/[^@]*$/.exec(url);
+  if (dependency) return dependency[1] as string;
+  const ours = /\/(packages|apps)\/([^/]+)\//.exec(url);
+  if (ours) return ours[1] === 'packages' ? `@idem/${ours[2]}` : (ours[2] as string);
+  if (url.startsWith('node:')) return url.slice(0, url.indexOf('/') === -1 ? undefined : url.indexOf('/'));
+  return url.split('/').slice(-1)[0] as string;
+}
+const nameOf = (frame: CallFrame) =>
+  `${frame.functionName || '(anonymous)'} (${packageOf(frame.url)}${frame.url === '' ? '' : `:${frame.lineNumber + 1}`})`;
+
+const byPackage = new Map<string, number>();
+const byFunction = new Map<string, number>();
+const add = (frame: CallFrame, amount: number) => {
+  // Natives (the garbage collector, idle, a syscall) are a package of their own, by name.
+  const place = frame.url === '' ? frame.functionName : packageOf(frame.url);
+  byPackage.set(place, (byPackage.get(place) ?? 0) + amount);
+  byFunction.set(nameOf(frame), (byFunction.get(nameOf(frame)) ?? 0) + amount);
+};
+
+const profile = JSON.parse(readFileSync(file, 'utf8')) as CpuProfile | { head: HeapNode };
+let unit: string;
+if ('head' in profile) {
+  unit = 'bytes';
+  const walk = (node: HeapNode): void => {
+    if (node.selfSize > 0) add(node.callFrame, node.selfSize);
+    for (const child of node.children) walk(child);
+  };
+  walk(profile.head);
+} else {
+  unit = 'µs';
+  const frames = new Map(profile.nodes.map((node) => [node.id, node.callFrame]));
+  profile.samples.forEach((id, i) => {
+    add(frames.get(id) as CallFrame, profile.timeDeltas[i] ?? 0);
+  });
+}
+
+const perRequest = (amount: number) => (amount / Number(requests)).toFixed(unit === 'µs' ? 2 : 0).padStart(9);
+const total = [...byPackage.values()].reduce((sum, amount) => sum + amount, 0);
+console.log(`${perRequest(total)} ${unit} per request in all`);
+for (const [title, table] of [
+  ['by package', byPackage],
+  ['by function', byFunction],
+] as const) {
+  console.log(`\n${title}`);
+  for (const [name, amount] of [...table].sort((a, b) => b[1] - a[1]).slice(0, Number(top))) {
+    console.log(`${perRequest(amount)} ${name}`);
+  }
+}
