@@ -1,7 +1,7 @@
 // Two variants of one bench server, CPU time per request loaded in turns (`turnsCpuRatio`): what a piece of a
 // server costs, measured by taking it out behind a switch the server script reads from its environment.
 //
-//   tsx scripts/ab.ts <server.ts> <A> <B> [pairs]      A and B: [other-server.ts:]variant[,NAME=value…]
+//   tsx scripts/ab.ts <server.ts> <A> <B> [pairs] [processes]      A and B: [other-server.ts:]variant[,NAME=value…]
 //
 // A variant may name its own server script before a colon: the same server in another checkout, to measure a
 // change against the build before it (`/work/before/packages/adapter-fastify/bench/server.ts:idem`).
@@ -9,7 +9,8 @@
 // Run it from the package whose server it is, with the tsconfig its bench uses, e.g. from adapter-fastify:
 //   TSX_TSCONFIG_PATH=../../tsconfig.build.json tsx ../../scripts/ab.ts bench/server.ts idem idem,FP=const 8
 // Prints A's CPU per request over B's for each pair (above 1: B is cheaper) and the medians. One process can sit
-// 10–15 % off another of the same code: repeat a run before reading a difference of a few percent.
+// 10–15 % off another of the same code, and every pair of one run shares its two processes' luck: `processes`
+// (default 4) spreads the pairs over that many fresh pairs of servers, one after another.
 import { type ServerRun, turnsCpuRatio, uuidv7 } from './http-bench.js';
 
 /** `[other/server.ts:]idem,FP=const,X=1` → the variant, its server script and its environment. */
@@ -28,14 +29,23 @@ function runOf(spec: string): ServerRun {
   return { variant: variant as string, key: uuidv7, env, ...(script === undefined ? {} : { script }) };
 }
 
-const [script, a, b, pairs = '8'] = process.argv.slice(2);
-if (script === undefined || a === undefined || b === undefined || !(Number(pairs) > 0)) {
+const [script, a, b, pairs = '8', processes = '4'] = process.argv.slice(2);
+if (
+  script === undefined ||
+  a === undefined ||
+  b === undefined ||
+  !(Number(pairs) > 0) ||
+  !(Number.isSafeInteger(Number(processes)) && Number(processes) > 0)
+) {
   console.error(
-    'usage: tsx scripts/ab.ts <server.ts> <[server.ts:]variant[,NAME=value…]> <[server.ts:]variant[,NAME=value…]> [pairs]',
+    'usage: tsx scripts/ab.ts <server.ts> <[server.ts:]variant[,NAME=value…]> <[server.ts:]variant[,NAME=value…]> [pairs] [processes]',
   );
   process.exit(2);
 }
-const result = await turnsCpuRatio(script, runOf(a), runOf(b), { windows: Number(pairs) });
+const result = await turnsCpuRatio(script, runOf(a), runOf(b), {
+  windows: Number(pairs),
+  processes: Number(processes),
+});
 if (result === undefined) {
   console.error('no /proc here: CPU time per process cannot be read');
   process.exit(1);
