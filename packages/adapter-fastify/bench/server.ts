@@ -134,6 +134,19 @@ if (variant === 'idem') await app.register(fastifyIdempotency, { store: createMe
 if (variant === 'idem-constant-fingerprint') {
   await app.register(fastifyIdempotency, { store: createMemoryStore(), fingerprint: () => 'constant' });
 }
+// The plugin with the floor's fingerprint (SHA-256 over method, path and the body's bytes as sent, through the
+// `fingerprint` option): what the canonical JSON of design.md's fingerprint costs against hashing the bytes
+// (`scripts/ab.ts bench/server.ts floor idem-bytes-fingerprint`; not a variant the bench runs).
+if (variant === 'idem-bytes-fingerprint') {
+  await app.register(fastifyIdempotency, {
+    store: createMemoryStore(),
+    fingerprint: ({ method, path, body }) => {
+      const hash = createHash('sha256').update(`${method} ${path}\n`);
+      if (typeof body === 'string' || body instanceof Uint8Array) hash.update(body);
+      return hash.digest('hex');
+    },
+  });
+}
 if (variant === 'floor') floor(app);
 if (variant === 'node-idempotency') nodeIdempotency(app);
 if (variant === 'noop-hooks') {
