@@ -34,7 +34,7 @@ if (
   script === undefined ||
   a === undefined ||
   b === undefined ||
-  !(Number(pairs) > 0) ||
+  !(Number.isSafeInteger(Number(pairs)) && Number(pairs) > 0) ||
   !(Number.isSafeInteger(Number(processes)) && Number(processes) > 0)
 ) {
   console.error(

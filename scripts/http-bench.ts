@@ -266,19 +266,48 @@ export async function turnsCpuRatio(
   b: ServerRun,
   { windows = 12, seconds = 2, processes = 1 } = {},
 ): Promise<CpuRatio | undefined> {
+  for (const [name, value] of [
+    ['windows', windows],
+    ['processes', processes],
+  ] as const) {
+    if (!(Number.isSafeInteger(value) && value > 0)) {
+      throw new RangeError(`${name} must be a positive integer, got ${value}`);
+    }
+  }
   const figures: number[] = [];
   const costs: [number[], number[]] = [[], []];
-  for (let pair = 0; pair < processes; pair++) {
-    // The windows as evenly as they go: 12 over 5 pairs is 3, 3, 2, 2, 2.
+  // The windows as evenly as they go (12 over 5 pairs is 3, 3, 2, 2, 2); no pair for no window.
+  for (let pair = 0; pair < Math.min(processes, windows); pair++) {
     const share = Math.floor(windows / processes) + (pair < windows % processes ? 1 : 0);
-    if (share === 0) continue;
     const measured = await turnsOfOnePair(script, [a, b], share, seconds, figures, costs);
     if (!measured) return undefined;
   }
   return { median: median(figures), windows: figures, microseconds: [median(costs[0]), median(costs[1])] };
 }
 
-/** One fresh pair of servers for {@link turnsCpuRatio}: `windows` figures added; `false` without `/proc`. */
+/**
+ * Start one server of each run, or none: when one fails to start, the others are stopped before the failure is
+ * thrown (a server left behind would keep its core busy under the next measurement).
+ */
+async function startServers(script: string, runs: readonly ServerRun[]) {
+  const started = await Promise.allSettled(
+    runs.map((run) => startServer(run.script ?? script, run.variant, run.env)),
+  );
+  const failed = started.find((result) => result.status === 'rejected');
+  if (failed === undefined) {
+    return started.map(
+      (result) => (result as PromiseFulfilledResult<Awaited<ReturnType<typeof startServer>>>).value,
+    );
+  }
+  for (const result of started) if (result.status === 'fulfilled') result.value.child.kill();
+  throw (failed as PromiseRejectedResult).reason;
+}
+
+/**
+ * One fresh pair of servers for {@link turnsCpuRatio}: `windows` figures added to `figures`; `false` without
+ * `/proc`. Which server a window loads first follows the count of all figures so far, so that it alternates
+ * across pairs too.
+ */
 async function turnsOfOnePair(
   script: string,
   runs: [ServerRun, ServerRun],
@@ -287,9 +316,8 @@ async function turnsOfOnePair(
   figures: number[],
   costs: [number[], number[]],
 ): Promise<boolean> {
-  const servers = await Promise.all(
-    runs.map((run) => startServer(run.script ?? script, run.variant, run.env)),
-  );
+  const servers = await startServers(script, runs);
+  const first = figures.length;
   try {
     // (Under taskset, the child's pid is taskset's, which execs node in place: the same process.)
     const costOf = async (i: number, duration: number): Promise<number | undefined> => {
@@ -301,8 +329,8 @@ async function turnsOfOnePair(
       return before === undefined || after === undefined ? undefined : (after - before) / requests;
     };
     // Warm: the JIT has compiled the hot paths, and a bounded store is full (evicting, as it will be from then on).
-    for (const i of [0, 1]) await costOf(i, 4);
-    for (let window = 0; window < windows; window++) {
+    for (const i of first % 2 === 0 ? [0, 1] : [1, 0]) await costOf(i, 4);
+    for (let window = first; window < first + windows; window++) {
       const order = window % 2 === 0 ? [0, 1] : [1, 0];
       const cost: (number | undefined)[] = [];
       for (const i of order) cost[i] = await costOf(i, seconds);
@@ -335,10 +363,10 @@ export async function atOnceCpuRatio(
   const figures: number[] = [];
   const costs: [number[], number[]] = [[], []];
   for (let pair = 0; pair < pairs; pair++) {
-    const [first, second] = await Promise.all([
-      startServer(a.script ?? script, a.variant, a.env),
-      startServer(b.script ?? script, b.variant, b.env),
-    ]);
+    const [first, second] = (await startServers(script, [a, b])) as [
+      Awaited<ReturnType<typeof startServer>>,
+      Awaited<ReturnType<typeof startServer>>,
+    ];
     try {
       const pids = [first.child.pid as number, second.child.pid as number];
       const runBoth = (duration: number) =>
