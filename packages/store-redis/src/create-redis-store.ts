@@ -123,20 +123,22 @@ function build(
    * again; if it is lost once more in between (another flush, a new master), send it whole with EVAL, which
    * needs no cache.
    */
-  function script(key: string, args: readonly (string | Buffer)[], ack?: ReplicaAck) {
+  async function script(key: string, args: readonly (string | Buffer)[], ack?: ReplicaAck) {
     const command: [string, ...(string | Buffer)[]] = ['EVALSHA', SCRIPT_SHA, '1', key, ...args];
-    return connection.send(key, command, ack).catch(async (error: unknown) => {
+    try {
+      return await connection.send(key, command, ack);
+    } catch (error) {
       if (!isNoScript(error)) throw error;
-      await connection.loadScript(SCRIPT);
-      try {
-        return await connection.send(key, command, ack);
-      } catch (again) {
-        if (!isNoScript(again)) throw again;
-        command[0] = 'EVAL';
-        command[1] = SCRIPT;
-        return await connection.send(key, command, ack);
-      }
-    });
+    }
+    await connection.loadScript(SCRIPT);
+    try {
+      return await connection.send(key, command, ack);
+    } catch (again) {
+      if (!isNoScript(again)) throw again;
+    }
+    command[0] = 'EVAL';
+    command[1] = SCRIPT;
+    return await connection.send(key, command, ack);
   }
 
   /** A write that needed `replicas` acknowledgements and got fewer is a fault: the write may not survive. */
@@ -250,27 +252,41 @@ function build(
       const { reply } = await connection.send(key, ['GET', key]);
       return reply === null ? undefined : decodeRecord(ref, asValue(reply));
     },
-    async finalize(params) {
-      const { headers, headerBytes } = checkResponse(params, maxBodyBytes);
-      const key = recordKey(prefix, params.scope, params.key);
-      const [completion, body] = encodeCompletion(params.response, headers, headerBytes);
-      const head = ownerHead(params.owner);
-      return fenced(
-        key,
-        body === undefined ? ['finalize', head, completion] : ['finalize', head, completion, body],
-        replicas,
-      );
+    // Not async functions around `fenced`: an async function that returns a promise adds a promise and two turns
+    // of the microtask queue to every call. A bad argument still rejects, as it would in one.
+    finalize(params) {
+      try {
+        const { headers, headerBytes } = checkResponse(params, maxBodyBytes);
+        const key = recordKey(prefix, params.scope, params.key);
+        const [completion, body] = encodeCompletion(params.response, headers, headerBytes);
+        const head = ownerHead(params.owner);
+        return fenced(
+          key,
+          body === undefined ? ['finalize', head, completion] : ['finalize', head, completion, body],
+          replicas,
+        );
+      } catch (error) {
+        return Promise.reject(error);
+      }
     },
-    async release(params) {
-      checkRef(params);
-      const key = recordKey(prefix, params.scope, params.key);
-      return fenced(key, ['release', ownerHead(params.owner)], replicas);
+    release(params) {
+      try {
+        checkRef(params);
+        const key = recordKey(prefix, params.scope, params.key);
+        return fenced(key, ['release', ownerHead(params.owner)], replicas);
+      } catch (error) {
+        return Promise.reject(error);
+      }
     },
-    async renewLease(params) {
-      checkRef(params);
-      checkTime('leaseUntilMs', params.leaseUntilMs);
-      const key = recordKey(prefix, params.scope, params.key);
-      return fenced(key, ['renew', ownerHead(params.owner), digits16(params.leaseUntilMs)]);
+    renewLease(params) {
+      try {
+        checkRef(params);
+        checkTime('leaseUntilMs', params.leaseUntilMs);
+        const key = recordKey(prefix, params.scope, params.key);
+        return fenced(key, ['renew', ownerHead(params.owner), digits16(params.leaseUntilMs)]);
+      } catch (error) {
+        return Promise.reject(error);
+      }
     },
     async purgeExpired({ beforeMs, limit }) {
       if (!Number.isSafeInteger(limit) || limit < 1) {

@@ -52,6 +52,9 @@ const isConnectionLost = (error: unknown): boolean =>
 
 const wait = (count: number, timeoutMs: number): Command => ['WAIT', String(count), String(timeoutMs)];
 
+const FIRST_ARGUMENT: readonly number[] = [1];
+const ONE_SCRIPT_KEY: readonly number[] = [3];
+
 /** Where the keys are in each keyed command the store sends. */
 function keyPositions(command: Command): readonly number[] {
   const [name] = command;
@@ -59,10 +62,13 @@ function keyPositions(command: Command): readonly number[] {
     case 'SET':
     case 'GET':
     case 'DEL':
-      return [1];
+      return FIRST_ARGUMENT;
     case 'EVALSHA':
     case 'EVAL':
-      return Array.from({ length: Number(command[2]) }, (_, i) => 3 + i);
+      // The store's scripts take one key; any other count is read from the command.
+      return command[2] === '1'
+        ? ONE_SCRIPT_KEY
+        : Array.from({ length: Number(command[2]) }, (_, i) => 3 + i);
     default:
       throw new Error(`redis store: no key position known for ${name} on node-redis`);
   }
@@ -81,12 +87,14 @@ function keyPrefixer(options: KeyPrefixOption | undefined) {
   const key = (name: string): Key =>
     keyPrefix.length === 0 ? name : Buffer.concat([keyPrefix, Buffer.from(name, 'utf8')]);
   function command(sent: Command): Command {
-    const out: (string | Buffer)[] = [...sent];
-    for (const at of keyPositions(sent)) {
-      const name = out[at];
-      if (typeof name !== 'string') throw new Error(`redis store: ${sent[0]} without its key`);
-      out[at] = key(name);
+    const positions = keyPositions(sent);
+    for (const at of positions) {
+      if (typeof sent[at] !== 'string') throw new Error(`redis store: ${sent[0]} without its key`);
     }
+    // Without a keyPrefix the command goes as it is: a copy per command was the store's largest own cost here.
+    if (keyPrefix.length === 0) return sent;
+    const out: (string | Buffer)[] = [...sent];
+    for (const at of positions) out[at] = key(out[at] as string);
     return out as unknown as Command;
   }
   return { keyPrefix, key, command };
@@ -103,10 +111,19 @@ export function nodeRedisClientConnection(client: NodeRedisClient): RedisConnect
     name: 'node-redis',
     keyPrefix: prefixed.keyPrefix,
     keyNodes: async () => ({ nodes: [server], topology: 'server' }),
-    async send(_key, command, ack) {
-      const reply = (await client.sendCommand(prefixed.command(command), BUFFERS)) as Reply;
-      if (ack === undefined) return { reply };
-      return { reply, acknowledged: Number(await client.sendCommand(wait(ack.count, ack.timeoutMs))) };
+    send(_key, command, ack) {
+      let sent: Promise<unknown>;
+      try {
+        sent = client.sendCommand(prefixed.command(command), BUFFERS);
+      } catch (error) {
+        return Promise.reject(error);
+      }
+      // One promise for a command without a WAIT (nearly every one): no async function around it.
+      if (ack === undefined) return sent.then(answer);
+      return sent.then(async (reply) => ({
+        reply: reply as Reply,
+        acknowledged: Number(await client.sendCommand(wait(ack.count, ack.timeoutMs))),
+      }));
     },
     async loadScript(source) {
       await client.sendCommand(['SCRIPT', 'LOAD', source]);
@@ -171,23 +188,15 @@ export function nodeRedisClusterConnection(cluster: NodeRedisCluster): RedisConn
         topology: slotsDigest((slot) => cluster.slots[slot]?.master.address),
       };
     },
-    async send(name, sent, ack) {
-      // Routed by the key as sent: the slot is the store's hash tag's either way (a keyPrefix holds no brace).
-      const key = prefixed.key(name);
-      const command = prefixed.command(sent);
-      if (ack === undefined)
-        return { reply: (await cluster.sendCommand(key, false, command, BUFFERS)) as Reply };
-      for (let attempt = 1; ; attempt++) {
-        try {
-          return await writeAndWait(key, command, ack);
-        } catch (error) {
-          // A master that turns replica (a failover) closes the connection of a client blocked in WAIT, and with
-          // it every command queued behind the WAIT, run or not; node-redis, unlike ioredis, does not send them
-          // again. Each store write may be sent twice (a re-sent reserve finds its own owner, a fenced write that
-          // ran finds nothing to do), so it goes once more, to the slot's owner now: otherwise a finalize lost
-          // this way leaves the key in flight, to run again after its lease.
-          if (attempt === 2 || !isConnectionLost(error)) throw error;
-        }
+    send(name, sent, ack) {
+      try {
+        // Routed by the key as sent: the slot is the store's hash tag's either way (a keyPrefix holds no brace).
+        const key = prefixed.key(name);
+        const command = prefixed.command(sent);
+        if (ack === undefined) return cluster.sendCommand(key, false, command, BUFFERS).then(answer);
+        return sendAcknowledged(key, command, ack);
+      } catch (error) {
+        return Promise.reject(error);
       }
     },
     async loadScript(source) {
@@ -199,4 +208,23 @@ export function nodeRedisClusterConnection(cluster: NodeRedisCluster): RedisConn
       );
     },
   };
+
+  /** A write and its WAIT ({@link writeAndWait}), once more after a connection lost to a failover. */
+  async function sendAcknowledged(key: Key, command: Command, ack: ReplicaAck) {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await writeAndWait(key, command, ack);
+      } catch (error) {
+        // A master that turns replica (a failover) closes the connection of a client blocked in WAIT, and with
+        // it every command queued behind the WAIT, run or not; node-redis, unlike ioredis, does not send them
+        // again. Each store write may be sent twice (a re-sent reserve finds its own owner, a fenced write that
+        // ran finds nothing to do), so it goes once more, to the slot's owner now: otherwise a finalize lost
+        // this way leaves the key in flight, to run again after its lease.
+        if (attempt === 2 || !isConnectionLost(error)) throw error;
+      }
+    }
+  }
 }
+
+/** A reply as the connection hands it on (a shared function: nothing made per command). */
+const answer = (reply: unknown): { reply: Reply } => ({ reply: reply as Reply });
