@@ -10,7 +10,13 @@ import {
   type StatsParams,
   type StoreStats,
 } from '@idem/core';
-import { isNoScript, type RedisConnection, type ReplicaAck, type Reply } from './clients/connection.js';
+import {
+  type Command,
+  isNoScript,
+  type RedisConnection,
+  type ReplicaAck,
+  type Reply,
+} from './clients/connection.js';
 import { connectionOf } from './clients/index.js';
 import { inspection } from './inspection.js';
 import { checkPrefix, DEFAULT_PREFIX, recordKey } from './key-layout.js';
@@ -124,7 +130,8 @@ function build(
    * needs no cache.
    */
   async function script(key: string, args: readonly (string | Buffer)[], ack?: ReplicaAck) {
-    const command: [string, ...(string | Buffer)[]] = ['EVALSHA', SCRIPT_SHA, '1', key, ...args];
+    // Sent as it is (the connection may hand this very array to the client): never changed once built.
+    const command: Command = ['EVALSHA', SCRIPT_SHA, '1', key, ...args];
     try {
       return await connection.send(key, command, ack);
     } catch (error) {
@@ -136,9 +143,7 @@ function build(
     } catch (again) {
       if (!isNoScript(again)) throw again;
     }
-    command[0] = 'EVAL';
-    command[1] = SCRIPT;
-    return await connection.send(key, command, ack);
+    return await connection.send(key, ['EVAL', SCRIPT, '1', key, ...args], ack);
   }
 
   /** A write that needed `replicas` acknowledgements and got fewer is a fault: the write may not survive. */

@@ -212,6 +212,54 @@ describe.each(kinds)('%s', (kind) => {
     await Promise.all(Array.from({ length: 40 }, (_, i) => run(i)));
   });
 
+  // (Standalone clients only: their SCRIPT LOAD goes through the one client this test can watch.)
+  if (!isClusterKind(kind)) {
+    test('NOSCRIPT again after the script was loaded (flushed in between): sent whole with EVAL, the answer stored', async () => {
+      const flush = async () => {
+        const admin = new Redis(REDIS_URL);
+        try {
+          await admin.script('FLUSH');
+        } finally {
+          admin.disconnect();
+        }
+      };
+      // Each SCRIPT LOAD the store sends is undone at once, as a flush from elsewhere right after it would.
+      type Send = (...args: unknown[]) => Promise<unknown>;
+      const client = opened.client as Record<string, Send>;
+      const name = kind === 'ioredis' ? 'script' : 'sendCommand';
+      const real = client[name] as Send;
+      // Each command as it went out, and the array itself, which must still read so afterwards.
+      const sent: { copy: unknown[]; array: unknown[] }[] = [];
+      client[name] = async (...args: unknown[]) => {
+        const command = (kind === 'ioredis' ? args : args[0]) as unknown[];
+        sent.push({ copy: [...command], array: command });
+        const reply = await real.apply(client, args);
+        if (String(command[0]).toUpperCase() === 'SCRIPT' && String(command[1]).toUpperCase() === 'LOAD') {
+          await flush();
+        }
+        return reply;
+      };
+      try {
+        const store = createRedisStore(opened.client, { prefix });
+        const params = reserveParams('eval');
+        expect((await store.reserve(params)).outcome).toBe('reserved');
+        await flush();
+        expect(await store.finalize({ ...params, nowMs: NOW_MS, response: response('by eval') })).toBe(true);
+        const found = await store.reserve(reserveParams('eval', params.key));
+        expect(found.outcome).toBe('exists');
+        expect(Buffer.from(found.record.response?.body ?? []).toString()).toBe('by eval');
+        if (kind === 'node-redis') {
+          // node-redis is handed the store's own array: the fallback to EVAL never rewrites one already sent.
+          const scripts = sent.filter(({ copy }) => copy[0] === 'EVALSHA' || copy[0] === 'EVAL');
+          expect(scripts.map(({ copy }) => copy[0])).toEqual(['EVALSHA', 'EVALSHA', 'EVAL']);
+          for (const { copy, array } of scripts) expect(array).toEqual(copy);
+        }
+      } finally {
+        client[name] = real;
+      }
+    });
+  }
+
   test('replicas: count 0 passes; count 1 with no replica fails as a fault within the timeout and frees the key', async () => {
     const none = createRedisStore(opened.client, { prefix, replicas: { count: 0, timeoutMs: 100 } });
     const ok = reserveParams('wait');
