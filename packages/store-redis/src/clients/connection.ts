@@ -3,6 +3,9 @@ import { createHash } from 'node:crypto';
 /** A reply with every bulk string as a Buffer (binary-safe), integers as numbers, nil as null. */
 export type Reply = Buffer | number | null | readonly Reply[];
 
+/** A reply as a connection hands it on from `send` (one shared function: nothing made per command). */
+export const answer = (reply: unknown): { reply: Reply } => ({ reply: reply as Reply });
+
 /** A command and its arguments, as sent: `['SET', key, value, 'NX']`. */
 export type Command = readonly [string, ...(string | Buffer)[]];
 

@@ -2,6 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Cluster, Redis } from 'ioredis';
 import { classNames } from './class-chain.js';
 import {
+  answer,
   type Command,
   type KeyNode,
   keyPrefixBytes,
@@ -207,5 +208,3 @@ export function ioredisConnection(client: Redis | Cluster): RedisConnection {
     }
   }
 }
-
-const answer = (value: unknown): { reply: Reply } => ({ reply: value as Reply });

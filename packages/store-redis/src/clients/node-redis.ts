@@ -1,6 +1,7 @@
 import { classNames } from './class-chain.js';
 
 import {
+  answer,
   type Command,
   type KeyNode,
   keyPrefixBytes,
@@ -225,6 +226,3 @@ export function nodeRedisClusterConnection(cluster: NodeRedisCluster): RedisConn
     }
   }
 }
-
-/** A reply as the connection hands it on (a shared function: nothing made per command). */
-const answer = (reply: unknown): { reply: Reply } => ({ reply: reply as Reply });
