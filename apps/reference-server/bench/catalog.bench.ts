@@ -129,11 +129,11 @@ async function printKeyFloor(database: string, unkeyedCpu: number): Promise<void
     const added = cpu - floor.unkeyed;
     return [
       label,
-      `${cpu.toFixed(0)} µs (+${added.toFixed(0)}): keyed creates' CPU per request at most ${ratio(unkeyedCpu / (unkeyedCpu + added))} of unkeyed ones, with nothing else added`,
+      `${cpu.toFixed(0)} µs (+${added.toFixed(0)}): with nothing else added, keyed creates' CPU ratio (unkeyed ÷ keyed per request) at most ${Number.isNaN(unkeyedCpu) ? 'n/a' : ratio(unkeyedCpu / (unkeyedCpu + added))}`,
     ];
   };
   printTable(
-    `the key statements on ${database}'s bare driver (key-floor.ts): µs of CPU per transaction, against this run's unkeyed create (${unkeyedCpu.toFixed(0)} µs per request)`,
+    `the key statements on ${database}'s bare driver (key-floor.ts): µs of CPU per transaction, against this run's unkeyed create (${Number.isNaN(unkeyedCpu) ? 'n/a' : unkeyedCpu.toFixed(0)} µs per request)`,
     [
       ["a create's statements", `${floor.unkeyed.toFixed(0)} µs`],
       line('with the key statements', floor.keyed),

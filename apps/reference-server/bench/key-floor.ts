@@ -15,8 +15,8 @@
 //   with `COMMIT`, no round trip added).
 // Each with a SHA-256 of the body. Leases, owners, expiry indexes, the read before the transaction (which makes
 // replays cheap) and everything else in JavaScript are left out. These are measured statements, not a proof
-// that nothing cheaper exists; each figure is this process's CPU per transaction, in the load generator's
-// process (pinned to its core by catalog-load.ts), not the server's.
+// that nothing cheaper exists; each figure is this process's CPU per transaction, not the server's: under
+// `pnpm bench` the load generator's process, pinned to its core by catalog-load.ts; on its own, unpinned.
 import { createHash } from 'node:crypto';
 import { rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -157,7 +157,7 @@ async function postgresFloor(): Promise<KeyFloor> {
   // mode, which sends each statement at once and changes nothing for one awaited before the next is sent.
   const clients = Array.from(
     { length: POOL_SIZE },
-    () => new pg.Client({ connectionString: database.url, pipeline: true } as pg.ClientConfig),
+    () => new pg.Client({ connectionString: database.url, pipeline: true }),
   );
   try {
     await Promise.all(clients.map((client) => client.connect()));
