@@ -245,8 +245,17 @@ export interface CpuRatio {
   readonly microseconds: [number, number];
 }
 
-const median = (values: readonly number[]): number =>
-  [...values].sort((x, y) => x - y)[Math.floor((values.length - 1) / 2)] as number;
+/**
+ * The median; of an even count, the mean of the two middle values. (The lower of the two, as before, leaned every
+ * printed ratio of A over B the same way: up, for the benches' floor over idem.)
+ */
+const median = (values: readonly number[]): number => {
+  const sorted = [...values].sort((x, y) => x - y);
+  const middle = sorted.length >> 1;
+  return sorted.length % 2 === 1
+    ? (sorted[middle] as number)
+    : ((sorted[middle - 1] as number) + (sorted[middle] as number)) / 2;
+};
 
 /**
  * CPU time per request of `b` over that of `a`, both servers up at once on the same core and loaded **in
