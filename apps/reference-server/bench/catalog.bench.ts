@@ -1,7 +1,8 @@
 // pnpm bench: the catalog's throughput with and without Idempotency-Key, side by side in one run, for
 // namespace creates and table commits, on SQLite and PostgreSQL, and replays of one key (every request a
 // retry of the same create) against creates without a key, also with the per-node replay cache
-// (IDEMPOTENCY_REPLAY_CACHE_ENTRIES). The server runs on core 0, autocannon on core 1. Each variant runs once
+// (IDEMPOTENCY_REPLAY_CACHE_ENTRIES), and keyed creates and replays with the read before the transaction
+// (IDEMPOTENCY_READ_BEFORE_TRANSACTION). The server runs on core 0, autocannon on core 1. Each variant runs once
 // per round (BENCH_ROUNDS, default 2), in alternating order (forward, then backward), each in a fresh database
 // and server process; the figures are the means over the rounds, so that drift over the run hits every variant
 // alike. Last, for each database, what the key statements add to a create on the bare driver (key-floor.ts).
@@ -15,11 +16,15 @@ const seconds = Number(process.env.BENCH_SECONDS ?? 5);
 const rounds = Number(process.env.BENCH_ROUNDS ?? 2);
 const databases = (process.env.BENCH_DATABASES ?? 'sqlite,postgres').split(',');
 
-/** A variant: keyed or not, every request a retry of the one before (replays), the replay cache on. */
+/**
+ * A variant: keyed or not, every request a retry of the one before (replays), the replay cache on, the read
+ * before the transaction on (IDEMPOTENCY_READ_BEFORE_TRANSACTION).
+ */
 interface Variant {
   readonly keyed: boolean;
   readonly replays?: true;
   readonly cache?: true;
+  readonly readFirst?: true;
 }
 
 async function measure(database: string, operation: Operation, name: string, variant: Variant) {
@@ -28,6 +33,7 @@ async function measure(database: string, operation: Operation, name: string, var
     DATABASE_URL:
       pg?.url ?? `sqlite:${tmpdir()}/idem-bench-${process.pid}-${name}-${operation}-${Date.now()}.db`,
     ...(variant.cache === true ? { IDEMPOTENCY_REPLAY_CACHE_ENTRIES: '10000' } : {}),
+    ...(variant.readFirst === true ? { IDEMPOTENCY_READ_BEFORE_TRANSACTION: 'true' } : {}),
   });
   try {
     await prepare(server.url);
@@ -65,6 +71,9 @@ for (const database of databases) {
         ? {
             replay: { keyed: true, replays: true },
             replayCached: { keyed: true, replays: true, cache: true },
+            // What the read before the transaction trades: a fresh key pays it, a retry skips the transaction.
+            keyedReadFirst: { keyed: true, readFirst: true },
+            replayReadFirst: { keyed: true, replays: true, readFirst: true },
           }
         : {}),
     };
@@ -95,6 +104,16 @@ for (const database of databases) {
       rows.push([
         `${operation}: replays of one key, replay cache on`,
         against('replayCached', 'creates without a key'),
+      ]);
+    if (measured.keyedReadFirst !== undefined)
+      rows.push([
+        `${operation}: with a key, read before the transaction`,
+        against('keyedReadFirst', 'without'),
+      ]);
+    if (measured.replayReadFirst !== undefined)
+      rows.push([
+        `${operation}: replays of one key, read before the transaction`,
+        against('replayReadFirst', 'creates without a key'),
       ]);
     for (const name of names)
       perRound.push([

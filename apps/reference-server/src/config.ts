@@ -58,6 +58,11 @@ export interface ServerConfig {
       readonly maxEntries: number;
       readonly maxBytes: number;
     };
+    /**
+     * Read a keyed mutation's record before its transaction, and answer a retry from that read (no transaction).
+     * Off by default: every fresh key would pay the read, and fresh keys are nearly all keys.
+     */
+    readonly readBeforeTransaction: boolean;
     /** Expired records are deleted periodically, on every node (purging is safe concurrently). */
     readonly purge: {
       readonly enabled: boolean;
@@ -261,6 +266,11 @@ export function loadConfig(environment: NodeJS.ProcessEnv = process.env): Server
           64 << 20,
         ),
       },
+      readBeforeTransaction: flag(
+        'IDEMPOTENCY_READ_BEFORE_TRANSACTION',
+        env.IDEMPOTENCY_READ_BEFORE_TRANSACTION,
+        false,
+      ),
       purge: {
         enabled: flag('IDEMPOTENCY_PURGE_ENABLED', env.IDEMPOTENCY_PURGE_ENABLED, true),
         intervalMs: count('IDEMPOTENCY_PURGE_INTERVAL_MS', env.IDEMPOTENCY_PURGE_INTERVAL_MS, 60_000),

@@ -2,8 +2,8 @@ import { afterEach, expect, test } from 'vitest';
 import { backends } from './support/databases.js';
 import { call, type Node, newKey, startNode } from './support/server.js';
 
-// The read before a keyed mutation's transaction (readBeforeTransaction) ends by the request's deadline, as the
-// transaction does: a keyed mutation that arrives while a slow transaction holds the connection (SQLite's one,
+// The read before a keyed mutation's transaction (IDEMPOTENCY_READ_BEFORE_TRANSACTION) ends by the request's
+// deadline, as the transaction does: a keyed mutation that arrives while a slow transaction holds the connection (SQLite's one,
 // a pool of one elsewhere) answers its retryable 503 within the request's one deadline (REQUEST_TIMEOUT_MS), as
 // an unkeyed one does, and not at the coordinator's store timeout (2 s).
 
@@ -21,14 +21,20 @@ const fresh: { name: string; url: () => Promise<{ url: string; drop?: () => Prom
   { name: 'SQLite', url: async () => ({ url: 'sqlite::memory:' }) },
   ...backends.map((b) => ({ name: b.name, url: b.fresh })),
 ];
+const kinds = [
+  { keyed: false, read: false, what: 'unkeyed' },
+  { keyed: true, read: true, what: 'keyed (read before the transaction)' },
+  { keyed: true, read: false, what: 'keyed' },
+];
 for (const { name, url } of fresh)
-  for (const keyed of [false, true]) {
-    test(`${name}: ${keyed ? 'keyed' : 'unkeyed'} mutation behind a transaction holding the only connection: 503 within the request deadline`, async () => {
+  for (const { keyed, read, what } of kinds) {
+    test(`${name}: ${what} mutation behind a transaction holding the only connection: 503 within the request deadline`, async () => {
       const database = await url();
       // Pool of one on a server database: the transaction below holds it, as SQLite's one connection is held.
       node = await startNode(database.url, {
         REQUEST_TIMEOUT_MS: String(DEADLINE_MS),
         DATABASE_POOL_SIZE: '1',
+        IDEMPOTENCY_READ_BEFORE_TRANSACTION: String(read),
       });
       // A transaction that awaits (a metadata file written) keeps the connection's turn for 3 s.
       const holding = node.db.transaction(async () => {

@@ -2,10 +2,11 @@ import { afterEach, describe, expect, test } from 'vitest';
 import { gate, type ObservedNode, startObservedNode } from './support/observed.js';
 import { call, newKey } from './support/server.js';
 
-// A retry of a keyed mutation is answered by one read of its record before any transaction (the coordinator's
-// readBeforeTransaction): no transaction opens, so none waits to commit. On SQLite the read waits its turn
+// With IDEMPOTENCY_READ_BEFORE_TRANSACTION, a retry of a keyed mutation is answered by one read of its record
+// before any transaction (the coordinator's readBeforeTransaction): no transaction opens, so none waits to commit. On SQLite the read waits its turn
 // while another request's transaction is open on the process's one connection.
 
+const READ_FIRST = { IDEMPOTENCY_READ_BEFORE_TRANSACTION: 'true' };
 let node: ObservedNode | undefined;
 afterEach(async () => {
   await node?.close();
@@ -14,7 +15,7 @@ afterEach(async () => {
 
 describe.each(['sqlite', 'postgres'] as const)('a retry answered before any transaction (%s)', (on) => {
   test('with every commit held, a replay and a reused key are still answered', async () => {
-    node = await startObservedNode({}, on);
+    node = await startObservedNode(READ_FIRST, on);
     const { url, faults } = node;
     const key = newKey();
     const create = (namespace: string) =>
@@ -39,7 +40,7 @@ describe.each(['sqlite', 'postgres'] as const)('a retry answered before any tran
   });
 
   test('a retry of a key whose request is still running waits for it, then replays its answer', async () => {
-    node = await startObservedNode({}, on);
+    node = await startObservedNode(READ_FIRST, on);
     const { url, faults } = node;
     const key = newKey();
     const create = () => call(url, 'POST', '/v1/namespaces', { key, body: { namespace: ['running'] } });

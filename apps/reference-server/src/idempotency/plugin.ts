@@ -76,9 +76,11 @@ export const catalogIdempotency = fp<CatalogIdempotencyOptions>(
       // one transaction per request, duplicates wait on the record's row, and a crash rolls the reservation
       // back. Elsewhere the key is reserved before the handler ('begin'), and finalized after the commit.
       reserveIn: backend.fence === 'transaction' ? 'transaction' : 'begin',
-      // A retry is answered by one read of its record before any transaction begins (none with the replay
-      // cache): no BEGIN, no reservation attempt, no turn of the handler. A fresh key pays that read.
-      readBeforeTransaction: true,
+      // IDEMPOTENCY_READ_BEFORE_TRANSACTION: a retry is answered by one read of its record before any
+      // transaction begins (no BEGIN, no reservation attempt, no turn of the handler), and every fresh key pays
+      // that read: a round trip and a pool checkout on PostgreSQL, a second turn on SQLite's one connection.
+      // Off by default, as fresh keys are nearly all keys; the replay cache answers retries with no read at all.
+      readBeforeTransaction: config.idempotency.readBeforeTransaction,
       // The store calls before the handler (that read; the reservation, with a leased store) end by the
       // request's deadline, as the transaction after them does.
       deadline: ({ host }) => host?.deadline,
