@@ -59,10 +59,10 @@ export interface ServerConfig {
       readonly maxBytes: number;
     };
     /**
-     * Read a keyed mutation's record before its transaction, and answer a retry from that read (no transaction).
-     * Off by default: every fresh key would pay the read, and fresh keys are nearly all keys.
+     * Read a keyed mutation's record before its transaction, and answer a retry from that read (no transaction);
+     * every fresh key pays the read. Undefined: the database decides (idempotency/plugin.ts).
      */
-    readonly readBeforeTransaction: boolean;
+    readonly readBeforeTransaction: boolean | undefined;
     /** Expired records are deleted periodically, on every node (purging is safe concurrently). */
     readonly purge: {
       readonly enabled: boolean;
@@ -154,7 +154,12 @@ function fileSettings(path: string | undefined): Record<string, string> {
 }
 
 function flag(name: string, text: string | undefined, fallback: boolean): boolean {
-  if (text === undefined || text === '') return fallback;
+  return optionalFlag(name, text) ?? fallback;
+}
+
+/** A flag, or undefined when it is not set. */
+function optionalFlag(name: string, text: string | undefined): boolean | undefined {
+  if (text === undefined || text === '') return undefined;
   if (/^(1|true|yes|on)$/i.test(text)) return true;
   if (/^(0|false|no|off)$/i.test(text)) return false;
   throw new SettingError(`${name} must be true or false (also 1/0, yes/no, on/off), got ${quoted(text)}`);
@@ -266,10 +271,9 @@ export function loadConfig(environment: NodeJS.ProcessEnv = process.env): Server
           64 << 20,
         ),
       },
-      readBeforeTransaction: flag(
+      readBeforeTransaction: optionalFlag(
         'IDEMPOTENCY_READ_BEFORE_TRANSACTION',
         env.IDEMPOTENCY_READ_BEFORE_TRANSACTION,
-        false,
       ),
       purge: {
         enabled: flag('IDEMPOTENCY_PURGE_ENABLED', env.IDEMPOTENCY_PURGE_ENABLED, true),

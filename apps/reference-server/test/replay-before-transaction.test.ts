@@ -64,3 +64,30 @@ describe.each(['sqlite', 'postgres'] as const)('a retry answered before any tran
 });
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+// IDEMPOTENCY_READ_BEFORE_TRANSACTION unset: on SQLite the read comes first (a retry is answered while every commit
+// is held); on PostgreSQL it does not (the retry goes to the transaction and waits there for its commit).
+describe.each([
+  ['sqlite', true],
+  ['postgres', false],
+] as const)('by default (%s): the read before the transaction is %s', (on, readFirst) => {
+  test('a retry while every commit is held', async () => {
+    node = await startObservedNode({}, on);
+    const { url, faults } = node;
+    const key = newKey();
+    const create = () => call(url, 'POST', '/v1/namespaces', { key, body: { namespace: ['held'] } });
+    const first = await create();
+    expect(first.status, first.text).toBe(200);
+    const held = gate();
+    faults.hold = held.wait;
+    const retry = create();
+    const settled = await Promise.race([retry.then(() => 'answered'), sleep(300).then(() => 'waiting')]);
+    held.open();
+    faults.hold = undefined;
+    expect(settled).toBe(readFirst ? 'answered' : 'waiting');
+    const replayed = await retry;
+    expect(replayed.status, replayed.text).toBe(200);
+    expect(replayed.headers.get('idempotent-replayed')).toBe('true');
+    expect(replayed.text).toBe(first.text);
+  });
+});

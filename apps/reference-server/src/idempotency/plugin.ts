@@ -78,9 +78,10 @@ export const catalogIdempotency = fp<CatalogIdempotencyOptions>(
       reserveIn: backend.fence === 'transaction' ? 'transaction' : 'begin',
       // IDEMPOTENCY_READ_BEFORE_TRANSACTION: a retry is answered by one read of its record before any
       // transaction begins (no BEGIN, no reservation attempt, no turn of the handler), and every fresh key pays
-      // that read: a round trip and a pool checkout on PostgreSQL, a second turn on SQLite's one connection.
-      // Off by default, as fresh keys are nearly all keys; the replay cache answers retries with no read at all.
-      readBeforeTransaction: config.idempotency.readBeforeTransaction,
+      // that read. By default on SQLite only, where the read is in-process and a retry's transaction would take
+      // a turn on the one connection; on PostgreSQL and MySQL it is a round trip and a pool checkout for every
+      // fresh key, which are nearly all keys (the replay cache answers retries with no read at all).
+      readBeforeTransaction: config.idempotency.readBeforeTransaction ?? db.dialect === 'sqlite',
       // The store calls before the handler (that read; the reservation, with a leased store) end by the
       // request's deadline, as the transaction after them does.
       deadline: ({ host }) => host?.deadline,
