@@ -1,11 +1,12 @@
 // pnpm bench: the catalog's throughput with and without Idempotency-Key, side by side in one run, for
 // namespace creates and table commits, on SQLite and PostgreSQL, and replays of one key (every request a
 // retry of the same create) against creates without a key, also with the per-node replay cache
-// (IDEMPOTENCY_REPLAY_CACHE_ENTRIES), and keyed creates and replays with the read before the transaction set the
-// other way from the database's default (IDEMPOTENCY_READ_BEFORE_TRANSACTION: on SQLite, off elsewhere). The server runs on core 0, autocannon on core 1. Each variant runs once
-// per round (BENCH_ROUNDS, default 2), in alternating order (forward, then backward), each in a fresh database
-// and server process; the figures are the means over the rounds, so that drift over the run hits every variant
-// alike. Last, for each database, what the key statements add to a create on the bare driver (key-floor.ts).
+// (IDEMPOTENCY_REPLAY_CACHE_ENTRIES), and keyed creates and replays with the read before the transaction set
+// the other way from the database's default (IDEMPOTENCY_READ_BEFORE_TRANSACTION: on SQLite, off elsewhere).
+// The server runs on core 0, autocannon on core 1. Each variant runs once per round (BENCH_ROUNDS, default
+// 2), in alternating order (forward, then backward), each in a fresh database and server process; the figures
+// are the means over the rounds, so that drift over the run hits every variant alike. Last, for each
+// database, what the key statements add to a create on the bare driver (key-floor.ts).
 import { tmpdir } from 'node:os';
 import { cpuTicks, machine, perSecond, printTable, ratio, TICK_US } from '../../../scripts/bench.js';
 import { freshPostgres } from '../test/support/databases.js';
@@ -49,7 +50,8 @@ async function measure(database: string, operation: Operation, name: string, var
     const after = server.pid === undefined ? undefined : cpuTicks(server.pid);
     if (result.errors > 0) throw new Error(`${result.errors} errors in ${name} ${operation}`);
     // The server's CPU time per request: where the load generator, not the server, sets the rate (it cannot
-    // drive much past 11,000–13,000 /s from this machine's other core), the rate ratio understates the cheaper side.
+    // drive much past 11,000–13,000 /s from this machine's other core), the rate ratio understates the
+    // cheaper side.
     const requests = result.requestsPerSecond * seconds;
     const cpuUs =
       before === undefined || after === undefined ? Number.NaN : ((after - before) * TICK_US) / requests;
@@ -76,7 +78,8 @@ for (const database of databases) {
         ? {
             replay: { keyed: true, replays: true },
             replayCached: { keyed: true, replays: true, cache: true },
-            // What the read before the transaction trades: a fresh key pays it, a retry skips the transaction.
+            // What the read before the transaction trades: a fresh key pays it, a retry skips the
+            // transaction.
             keyedOtherRead: { keyed: true, otherRead: true },
             replayOtherRead: { keyed: true, replays: true, otherRead: true },
           }

@@ -59,8 +59,8 @@ export interface ServerConfig {
       readonly maxBytes: number;
     };
     /**
-     * Read a keyed mutation's record before its transaction, and answer a retry from that read (no transaction);
-     * every fresh key pays the read. Undefined: the database decides (idempotency/plugin.ts).
+     * Read a keyed mutation's record before its transaction, and answer a retry from that read (no
+     * transaction); every fresh key pays the read. Undefined: the database decides (idempotency/plugin.ts).
      */
     readonly readBeforeTransaction: boolean | undefined;
     /** Expired records are deleted periodically, on every node (purging is safe concurrently). */

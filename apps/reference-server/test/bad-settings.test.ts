@@ -75,6 +75,10 @@ const cases: { env: Record<string, string>; names: RegExp; never?: string }[] = 
   },
   { env: { LOG_FORMAT: 'xml' }, names: /LOG_FORMAT must be one of auto, json, pretty/ },
   { env: { IDEMPOTENCY_ENABLED: 'maybe' }, names: /IDEMPOTENCY_ENABLED must be true or false/ },
+  {
+    env: { IDEMPOTENCY_READ_BEFORE_TRANSACTION: 'sometimes' },
+    names: /IDEMPOTENCY_READ_BEFORE_TRANSACTION must be true or false/,
+  },
   { env: { METRICS_ENABLED: '2' }, names: /METRICS_ENABLED must be true or false/ },
   {
     env: { IDEMPOTENCY_KEY_LIFETIME: 'forever' },

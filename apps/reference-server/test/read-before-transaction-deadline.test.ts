@@ -3,9 +3,9 @@ import { backends } from './support/databases.js';
 import { call, type Node, newKey, startNode } from './support/server.js';
 
 // The read before a keyed mutation's transaction (IDEMPOTENCY_READ_BEFORE_TRANSACTION) ends by the request's
-// deadline, as the transaction does: a keyed mutation that arrives while a slow transaction holds the connection (SQLite's one,
-// a pool of one elsewhere) answers its retryable 503 within the request's one deadline (REQUEST_TIMEOUT_MS), as
-// an unkeyed one does, and not at the coordinator's store timeout (2 s).
+// deadline, as the transaction does: a keyed mutation that arrives while a slow transaction holds the
+// connection (SQLite's one, a pool of one elsewhere) answers its retryable 503 within the request's one
+// deadline (REQUEST_TIMEOUT_MS), as an unkeyed one does, and not at the coordinator's store timeout (2 s).
 
 const DEADLINE_MS = 500;
 const MARGIN_MS = 250;

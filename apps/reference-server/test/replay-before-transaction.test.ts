@@ -1,10 +1,12 @@
 import { afterEach, describe, expect, test } from 'vitest';
+import { loadConfig } from '../src/config.js';
 import { gate, type ObservedNode, startObservedNode } from './support/observed.js';
 import { call, newKey } from './support/server.js';
 
 // With IDEMPOTENCY_READ_BEFORE_TRANSACTION, a retry of a keyed mutation is answered by one read of its record
-// before any transaction (the coordinator's readBeforeTransaction): no transaction opens, so none waits to commit. On SQLite the read waits its turn
-// while another request's transaction is open on the process's one connection.
+// before any transaction (the coordinator's readBeforeTransaction): no transaction opens, so none waits to
+// commit. On SQLite the read waits its turn while another request's transaction is open on the process's one
+// connection.
 
 const READ_FIRST = { IDEMPOTENCY_READ_BEFORE_TRANSACTION: 'true' };
 let node: ObservedNode | undefined;
@@ -48,8 +50,8 @@ describe.each(['sqlite', 'postgres'] as const)('a retry answered before any tran
     faults.hold = held.wait;
     const first = create();
     await new Promise((resolve) => setTimeout(resolve, 100));
-    // Nothing committed yet: the read finds no answer (on SQLite it waits for the open transaction's turn), and
-    // the retry goes to the transaction, which waits on the first one's key.
+    // Nothing committed yet: the read finds no answer (on SQLite it waits for the open transaction's turn),
+    // and the retry goes to the transaction, which waits on the first one's key.
     const retry = create();
     const settled = await Promise.race([retry.then(() => 'answered'), sleep(200).then(() => 'waiting')]);
     expect(settled).toBe('waiting');
@@ -65,8 +67,9 @@ describe.each(['sqlite', 'postgres'] as const)('a retry answered before any tran
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-// IDEMPOTENCY_READ_BEFORE_TRANSACTION unset: on SQLite the read comes first (a retry is answered while every commit
-// is held); on PostgreSQL it does not (the retry goes to the transaction and waits there for its commit).
+// IDEMPOTENCY_READ_BEFORE_TRANSACTION unset: on SQLite the read comes first (a retry is answered while every
+// commit is held); on PostgreSQL it does not (the retry goes to the transaction and waits there for its
+// commit).
 describe.each([
   ['sqlite', true],
   ['postgres', false],
@@ -90,4 +93,14 @@ describe.each([
     expect(replayed.headers.get('idempotent-replayed')).toBe('true');
     expect(replayed.text).toBe(first.text);
   });
+});
+
+test('IDEMPOTENCY_READ_BEFORE_TRANSACTION: unset or empty leaves it to the database; set, it is the setting', () => {
+  const read = (value?: string) =>
+    loadConfig(value === undefined ? {} : { IDEMPOTENCY_READ_BEFORE_TRANSACTION: value }).idempotency
+      .readBeforeTransaction;
+  expect(read()).toBeUndefined();
+  expect(read('')).toBeUndefined();
+  for (const on of ['true', '1', 'yes', 'ON']) expect(read(on)).toBe(true);
+  for (const off of ['false', '0', 'no', 'off']) expect(read(off)).toBe(false);
 });
