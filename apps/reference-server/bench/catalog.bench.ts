@@ -9,6 +9,8 @@
 // database, what the key statements add to a create on the bare driver (key-floor.ts).
 import { tmpdir } from 'node:os';
 import { cpuTicks, machine, perSecond, printTable, ratio, TICK_US } from '../../../scripts/bench.js';
+import type { Dialect } from '../src/database/catalog-schema.js';
+import { readsBeforeTransactionByDefault } from '../src/idempotency/plugin.js';
 import { freshPostgres } from '../test/support/databases.js';
 import { drive, type Operation, prepare, startCatalog } from './catalog-load.js';
 import { keyFloor } from './key-floor.js';
@@ -17,8 +19,8 @@ const seconds = Number(process.env.BENCH_SECONDS ?? 5);
 const rounds = Number(process.env.BENCH_ROUNDS ?? 2);
 const databases = (process.env.BENCH_DATABASES ?? 'sqlite,postgres').split(',');
 
-/** Whether the server reads a key's record before its transaction by default on `database` (idempotency/plugin.ts). */
-const readsFirst = (database: string) => database === 'sqlite';
+/** Whether the server reads a key's record before its transaction by default on `database`. */
+const readsFirst = (database: string) => readsBeforeTransactionByDefault(database as Dialect);
 
 /**
  * A variant: keyed or not, every request a retry of the one before (replays), the replay cache on, the read

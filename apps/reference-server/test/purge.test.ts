@@ -2,14 +2,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { DEFAULT_TABLE } from '@idem/store-sql';
 import pg from 'pg';
 import { describe, expect, test } from 'vitest';
-import { backends } from './support/databases.js';
+import { backends, everyDatabase } from './support/databases.js';
 import { call, idempotencyRecords, type Node, newKey, startNode } from './support/server.js';
-
-const sqlite = {
-  name: 'SQLite',
-  up: async () => true,
-  fresh: async () => ({ url: 'sqlite::memory:', drop: async () => {} }),
-};
 
 /** Records expire one second after first use (no grace); the scheduler runs every 100 ms, 2 records a batch. */
 const SHORT_LIVED = {
@@ -32,7 +26,7 @@ async function createWithKeys(node: Node, count: number) {
   }
 }
 
-for (const backend of [sqlite, ...backends]) {
+for (const backend of everyDatabase) {
   describe.runIf(await backend.up())(`the purge scheduler on ${backend.name}`, () => {
     test('expired idempotency records are deleted: the table shrinks to 0, the catalog keeps its namespaces', async () => {
       const database = await backend.fresh();

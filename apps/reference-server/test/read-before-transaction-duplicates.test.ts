@@ -1,5 +1,5 @@
 import { afterEach, expect, test } from 'vitest';
-import { backends } from './support/databases.js';
+import { everyDatabase } from './support/databases.js';
 import { call, type Node, newKey, schema, startNode } from './support/server.js';
 
 // Concurrent duplicates, each read before its transaction or not (IDEMPOTENCY_READ_BEFORE_TRANSACTION), on
@@ -16,11 +16,7 @@ afterEach(async () => {
   drop = undefined;
 });
 
-const targets = [
-  { name: 'SQLite', fresh: async () => ({ url: 'sqlite::memory:', drop: async () => {} }) },
-  ...backends,
-];
-for (const { name, fresh } of targets)
+for (const { name, fresh } of everyDatabase)
   for (const read of ['true', 'false'])
     for (const cache of ['0', '1000'])
       test(`${name} (replay cache ${cache}, read before the transaction: ${read}): 40 concurrent duplicates, some reusing the key for another body: one execution`, async () => {

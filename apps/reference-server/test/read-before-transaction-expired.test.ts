@@ -1,5 +1,5 @@
 import { afterEach, expect, test } from 'vitest';
-import { backends } from './support/databases.js';
+import { everyDatabase } from './support/databases.js';
 import { call, type Node, newKey, startNode } from './support/server.js';
 
 // Only a completed record that has not expired is answered, by the read before the transaction
@@ -16,11 +16,7 @@ afterEach(async () => {
   drop = undefined;
 });
 
-const targets = [
-  { name: 'SQLite', fresh: async () => ({ url: 'sqlite::memory:', drop: async () => {} }) },
-  ...backends,
-];
-for (const { name, fresh } of targets)
+for (const { name, fresh } of everyDatabase)
   for (const read of ['true', 'false'])
     for (const cache of ['0', '100'])
       test(`${name} (cache ${cache}, read before the transaction: ${read}): an expired record is not replayed nor refused; the key runs again`, async () => {

@@ -5,6 +5,7 @@ import fp from 'fastify-plugin';
 import type { Warehouse } from '../catalog/warehouse.js';
 import type { ServerConfig } from '../config.js';
 import type { CatalogDatabase } from '../database/catalog-database.js';
+import type { Dialect } from '../database/catalog-schema.js';
 import type { Executor } from '../database/executor.js';
 import { errorTypeOf } from '../http/errors.js';
 import { type LeaseControl, leaseFence } from './lease.js';
@@ -32,6 +33,14 @@ declare module 'fastify' {
  * `storeTimeoutMs`, and the lease fence's).
  */
 export const STORE_TIMEOUT_MS = 2_000;
+
+/**
+ * Whether a keyed mutation's record is read before its transaction when IDEMPOTENCY_READ_BEFORE_TRANSACTION is
+ * not set: on SQLite only, where the read is in-process and a retry's transaction would take a turn on the one
+ * connection; on PostgreSQL and MySQL it is a round trip and a pool checkout for every fresh key, which are
+ * nearly all keys (the replay cache answers retries with no read at all).
+ */
+export const readsBeforeTransactionByDefault = (dialect: Dialect): boolean => dialect === 'sqlite';
 
 export interface CatalogIdempotencyOptions {
   readonly config: ServerConfig;
@@ -78,10 +87,9 @@ export const catalogIdempotency = fp<CatalogIdempotencyOptions>(
       reserveIn: backend.fence === 'transaction' ? 'transaction' : 'begin',
       // IDEMPOTENCY_READ_BEFORE_TRANSACTION: a retry is answered by one read of its record before any
       // transaction begins (no BEGIN, no reservation attempt, no turn of the handler), and every fresh key pays
-      // that read. By default on SQLite only, where the read is in-process and a retry's transaction would take
-      // a turn on the one connection; on PostgreSQL and MySQL it is a round trip and a pool checkout for every
-      // fresh key, which are nearly all keys (the replay cache answers retries with no read at all).
-      readBeforeTransaction: config.idempotency.readBeforeTransaction ?? db.dialect === 'sqlite',
+      // that read.
+      readBeforeTransaction:
+        config.idempotency.readBeforeTransaction ?? readsBeforeTransactionByDefault(db.dialect),
       // The store calls before the handler (that read; the reservation, with a leased store) end by the
       // request's deadline, as the transaction after them does.
       deadline: ({ host }) => host?.deadline,

@@ -83,3 +83,13 @@ export const backends = [
     fresh: freshMysql,
   },
 ];
+
+/** An in-memory SQLite catalog, shaped as a backend (always up; nothing to drop). */
+export const inMemorySqlite = {
+  name: 'SQLite',
+  up: async () => true,
+  fresh: async (): Promise<FreshDatabase> => ({ url: 'sqlite::memory:', drop: async () => {} }),
+};
+
+/** Every database the catalog runs on: SQLite in memory, then the server databases. */
+export const everyDatabase = [inMemorySqlite, ...backends];
