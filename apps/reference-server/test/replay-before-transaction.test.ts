@@ -95,6 +95,36 @@ describe.each([
   });
 });
 
+// Without the read, a retry finds the answer inside its own transaction, and the coordinator reports it
+// `replayed` there. That transaction only read an answer another one committed: when it cannot end in time
+// (held past the request's deadline here), the retry still gets the replay, never a 503 the event would belie.
+describe.each(['sqlite', 'postgres'] as const)(
+  'a replay found in a transaction that cannot commit in time (%s)',
+  (on) => {
+    test('is sent all the same', async () => {
+      node = await startObservedNode(
+        { IDEMPOTENCY_READ_BEFORE_TRANSACTION: 'false', REQUEST_TIMEOUT_MS: '300' },
+        on,
+      );
+      const { url, faults } = node;
+      const key = newKey();
+      const create = () => call(url, 'POST', '/v1/namespaces', { key, body: { namespace: ['late'] } });
+      const first = await create();
+      expect(first.status, first.text).toBe(200);
+      const held = gate();
+      faults.hold = held.wait;
+      const retry = create();
+      await sleep(600); // past the retry's deadline: its transaction can no longer commit
+      held.open();
+      faults.hold = undefined;
+      const replayed = await retry;
+      expect(replayed.status, replayed.text).toBe(200);
+      expect(replayed.headers.get('idempotent-replayed')).toBe('true');
+      expect(replayed.text).toBe(first.text);
+    });
+  },
+);
+
 test('IDEMPOTENCY_READ_BEFORE_TRANSACTION: unset or empty leaves it to the database; set, it is the setting', () => {
   const read = (value?: string) =>
     loadConfig(value === undefined ? {} : { IDEMPOTENCY_READ_BEFORE_TRANSACTION: value }).idempotency

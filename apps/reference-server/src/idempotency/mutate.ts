@@ -1,5 +1,5 @@
 import { sendReplay } from '@idem/adapter-fastify';
-import type { LeasedExecution, TransactionalExecution } from '@idem/core';
+import type { LeasedExecution, TransactionalExecution, WholeResponse } from '@idem/core';
 import { sql } from 'drizzle-orm';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { IcebergError, retryLater } from '../catalog/iceberg-error.js';
@@ -67,6 +67,8 @@ async function inTransaction(
   afterCommit: (() => Promise<void>) | undefined,
 ) {
   const { request } = reply;
+  /** The answer found under the key in this transaction, when it found one: sent however the transaction ends. */
+  let replay: { readonly action: 'replay'; readonly response: WholeResponse } | undefined;
   const outcome = await db
     .transaction(async (tx) => {
       // A replay is rebuilt from the catalog as it is now (replay.ts), read in this same transaction.
@@ -74,7 +76,10 @@ async function inTransaction(
       const reservation = await execution?.reserveWith(tx.idempotency);
       // A refusal rolls back: after a lock wait that ran out, PostgreSQL accepts nothing more in it anyway.
       if (reservation?.action === 'reject') throw reservation.error;
-      if (reservation?.action === 'replay') return reservation;
+      if (reservation?.action === 'replay') {
+        replay = reservation;
+        return reservation;
+      }
       const answer = execution === undefined ? await work(tx) : await answerOf(tx, work);
       // Rendered once (metadata can be megabytes), for the client and for the record.
       const rendered = render(answer);
@@ -89,6 +94,10 @@ async function inTransaction(
       return { action: 'answer' as const, rendered };
     }, request.deadline)
     .catch((error: unknown) => {
+      // A replay read an answer that the request which made it committed, and wrote nothing: whether this
+      // transaction's COMMIT answered, or came in time, changes nothing of it. Sent, as the coordinator's
+      // `replayed` event (emitted when it was found) already says, rather than a 503 for a retry of a retry.
+      if (replay !== undefined) return replay;
       // With a key, a commit of unknown outcome is safe to retry: the retry replays what committed (the answer
       // committed with the work) or runs what did not. Without one it stays CommitStateUnknown (500).
       if (execution !== undefined && error instanceof CommitOutcomeUnknown)

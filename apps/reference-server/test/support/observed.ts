@@ -50,12 +50,12 @@ function faulty(db: CatalogDatabase, faults: Faults): CatalogDatabase {
       if (faults.pingHangs) return new Promise<void>(() => {});
       return db.ping();
     },
-    transaction: (body) =>
+    transaction: (body, deadline) =>
       db.transaction(async (tx) => {
         const result = await body({ ...tx, idempotency: failing(tx.idempotency, down) });
         await faults.hold; // the key reserved and its row locked, the work done: the commit waits
         return result;
-      }),
+      }, deadline),
   };
 }
 
