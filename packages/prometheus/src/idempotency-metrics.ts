@@ -1,17 +1,9 @@
 import type { IdempotencyEvent, IdempotencyEventListener } from '@idem/core';
-import {
-  Counter,
-  Gauge,
-  Histogram,
-  type OpenMetricsContentType,
-  type PrometheusContentType,
-  type Registry,
-  register,
-} from 'prom-client';
+import { register } from 'prom-client';
 import { BoundedLabel, methodLabel, NONE, statusLabel } from './labels.js';
+import { type AnyRegistry, Series } from './series.js';
 
-/** A prom-client registry of either exposition format. */
-export type AnyRegistry = Registry<PrometheusContentType> | Registry<OpenMetricsContentType>;
+export type { AnyRegistry } from './series.js';
 
 /** Options of {@link createIdempotencyMetrics}. */
 export interface IdempotencyMetricsOptions {
@@ -19,7 +11,8 @@ export interface IdempotencyMetricsOptions {
   readonly registry?: AnyRegistry;
   /**
    * The `operation` label of a request: return a name of your own (an API's operation id), or the route
-   * template. Never return anything with a path's values or a key in it. @default the route template
+   * template. Never return anything with a path's values or a key in it. It is asked once per method and
+   * route (the answer is remembered), so it must answer the same every time. @default the route template
    */
   readonly operation?: (request: { readonly method: string; readonly route: string }) => string;
   /** Distinct `operation` values kept; later new ones are counted as `other`. @default 100 */
@@ -78,6 +71,8 @@ interface Tracked {
 
 /** Owners whose lost lease was counted after they were forgotten (past `maxTracked`), remembered this long. */
 const MAX_UNTRACKED_LOSSES = 1_024;
+/** (route, method) pairs whose `operation` is remembered; past it, `operation` is asked again each time. */
+const MAX_NAMED = 1_024;
 
 /**
  * Register idempotency's series on a prom-client registry and return the event listener that feeds them.
@@ -108,7 +103,7 @@ export function createIdempotencyMetrics(options: IdempotencyMetricsOptions = {}
   const names: string[] = [];
   const counter = <L extends string>(name: string, help: string, labelNames: readonly L[] = []) => {
     names.push(name);
-    return new Counter<L>({ name, help, labelNames, registers });
+    return new Series<L>({ name, help, type: 'counter', labelNames, registers });
   };
   const requests = counter(
     'idempotency_requests_total',
@@ -121,7 +116,8 @@ export function createIdempotencyMetrics(options: IdempotencyMetricsOptions = {}
     ['error_type', 'operation'],
   );
   names.push('idempotency_processing_duration_seconds');
-  const duration = new Histogram({
+  const duration = new Series({
+    type: 'histogram',
     name: 'idempotency_processing_duration_seconds',
     help: 'From begin to the answer (an executed request: until its response was stored or its key released), in seconds.',
     labelNames: ['operation', 'status'] as const,
@@ -139,7 +135,8 @@ export function createIdempotencyMetrics(options: IdempotencyMetricsOptions = {}
     ['operation'],
   );
   names.push('idempotency_active_keys_count');
-  const activeKeys = new Gauge({
+  const activeKeys = new Series({
+    type: 'gauge',
     name: 'idempotency_active_keys_count',
     help: 'Keys reserved by this process whose execution has not ended yet.',
     labelNames: ['operation'] as const,
@@ -180,15 +177,30 @@ export function createIdempotencyMetrics(options: IdempotencyMetricsOptions = {}
     'Completed records that a bounded store dropped before their lifetime ended (a retry executes again).',
   );
 
+  /** The `operation` of each (route, method) seen, bounded: `nameOf` is called once per pair. */
+  const named = new Map<string, Map<string, string>>();
+  let namedCount = 0;
   const operationOf = (method: string | undefined, route: string | undefined): string => {
     if (method === undefined || route === undefined) return NONE;
+    let byMethod = named.get(route);
+    const known = byMethod?.get(method);
+    if (known !== undefined) return known;
     let name: string;
     try {
       name = nameOf({ method, route });
     } catch {
       name = route;
     }
-    return operations.of(typeof name === 'string' ? name : route);
+    const operation = operations.of(typeof name === 'string' ? name : route);
+    if (namedCount < MAX_NAMED) {
+      if (byMethod === undefined) {
+        byMethod = new Map();
+        named.set(route, byMethod);
+      }
+      byMethod.set(method, operation);
+      namedCount++;
+    }
+    return operation;
   };
 
   /** One answered request: its rate, status and duration. */
@@ -319,7 +331,7 @@ export function createIdempotencyMetrics(options: IdempotencyMetricsOptions = {}
         (event.outcome === 'hit' ? cacheHits : cacheMisses).inc({ operation: event.operation });
         return;
       case 'purged':
-        purged.inc(event.count);
+        purged.inc({}, event.count);
         return;
       case 'evicted':
         evicted.inc();

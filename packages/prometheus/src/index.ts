@@ -8,3 +8,4 @@ export {
   PURGE_OPERATION,
 } from './idempotency-metrics.js';
 export { NONE, OTHER } from './labels.js';
+export { Series, type SeriesOptions } from './series.js';

@@ -9,17 +9,28 @@ const LABEL_MAX_CHARS = 200;
 // biome-ignore lint/suspicious/noControlCharactersInRegex: these are the characters replaced.
 const CONTROL = /[\u0000-\u001f\u007f-\u009f\u2028\u2029]/g;
 
+/** Methods seen, as labels: the few every server answers, bounded (a client may send any word). */
+const methods = new Map<string, string>();
+const MAX_METHODS = 64;
+
 /** An HTTP method as a label: upper-case letters only, else `other`. */
 export function methodLabel(method: string | undefined): string {
   if (method === undefined) return NONE;
+  const known = methods.get(method);
+  if (known !== undefined) return known;
   const upper = method.toUpperCase();
-  return METHOD.test(upper) ? upper : OTHER;
+  const label = METHOD.test(upper) ? upper : OTHER;
+  if (methods.size < MAX_METHODS) methods.set(method, label);
+  return label;
 }
+
+/** Every status label, made once: `STATUSES[status - 100]`. */
+const STATUSES = Array.from({ length: 500 }, (_, index) => String(index + 100));
 
 /** A status as a label: an integer 100–599, else `none`. */
 export function statusLabel(status: number | undefined): string {
   return status !== undefined && Number.isInteger(status) && status >= 100 && status <= 599
-    ? String(status)
+    ? (STATUSES[status - 100] as string)
     : NONE;
 }
 
