@@ -103,7 +103,7 @@ describe.each(['sqlite', 'postgres'] as const)(
   (on) => {
     test('is sent all the same', async () => {
       node = await startObservedNode(
-        { IDEMPOTENCY_READ_BEFORE_TRANSACTION: 'false', REQUEST_TIMEOUT_MS: '300' },
+        { IDEMPOTENCY_READ_BEFORE_TRANSACTION: 'false', REQUEST_TIMEOUT_MS: '1000' },
         on,
       );
       const { url, faults } = node;
@@ -114,7 +114,7 @@ describe.each(['sqlite', 'postgres'] as const)(
       const held = gate();
       faults.hold = held.wait;
       const retry = create();
-      await sleep(600); // past the retry's deadline: its transaction can no longer commit
+      await sleep(1_300); // past the retry's deadline: its transaction can no longer commit
       held.open();
       faults.hold = undefined;
       const replayed = await retry;

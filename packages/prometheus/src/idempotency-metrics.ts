@@ -185,13 +185,15 @@ export function createIdempotencyMetrics(options: IdempotencyMetricsOptions = {}
     let byMethod = named.get(route);
     const known = byMethod?.get(method);
     if (known !== undefined) return known;
-    let name: string;
+    let name: unknown;
     try {
       name = nameOf({ method, route });
     } catch {
-      name = route;
+      name = undefined;
     }
-    const operation = operations.of(typeof name === 'string' ? name : route);
+    // A function that failed, or answered no string, is asked again next time: its fallback is not kept.
+    if (typeof name !== 'string') return operations.of(route);
+    const operation = operations.of(name);
     if (namedCount < MAX_NAMED) {
       if (byMethod === undefined) {
         byMethod = new Map();

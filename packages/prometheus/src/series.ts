@@ -31,7 +31,15 @@ interface Read {
   readonly aggregator: 'sum';
 }
 
-type Level = Map<string, Level | Cell>;
+type Level = Map<string | undefined, Level | Cell>;
+
+/** prom-client's default buckets, in seconds. */
+const DEFAULT_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+// Prometheus's names: a metric's, and a label's (names starting `__` are Prometheus's own).
+const METRIC_NAME = /^[a-zA-Z_:][a-zA-Z0-9_:]*$/;
+const LABEL_NAME = /^[a-zA-Z_][a-zA-Z0-9_]*$/;
+
+type Labels<L extends string> = Readonly<Record<L, string>>;
 
 /** What a {@link Series} counts, and where it is registered. */
 export interface SeriesOptions<L extends string> {
@@ -40,7 +48,7 @@ export interface SeriesOptions<L extends string> {
   readonly type: 'counter' | 'gauge' | 'histogram';
   /** Its labels, in the order their values are looked up in. */
   readonly labelNames?: readonly L[];
-  /** A histogram's upper bounds (its `le` values). */
+  /** A histogram's upper bounds (its `le` values). @default prom-client's: 5 ms … 10 s in seconds (11 bounds) */
   readonly buckets?: readonly number[];
   readonly registers: readonly AnyRegistry[];
 }
@@ -50,11 +58,12 @@ export interface SeriesOptions<L extends string> {
  * registry when it collects (as the registry reads its own metrics: `get()`, `reset()`, the `aggregator` of a
  * cluster). prom-client's own metrics build a string of the labels on every `inc` and `observe`, check each
  * label, and look the string up; a listener that counts every keyed request's events cannot afford that
- * (docs/benchmarks.md: about a tenth of a cached replay). Here the labels are checked and their object made
- * once per label set, and a hit is a lookup per label value, whose strings are the same few every time.
+ * (docs/benchmarks.md). Here a label set's names are checked and its object made once, when it is first
+ * counted, and a hit is a lookup per label value, whose strings are the same few every time. Values are checked
+ * as prom-client checks them: a counter only goes up, by a finite number.
  *
- * Every label value is a string the caller has bounded (a route template, never a path): each label set is
- * kept until `reset`.
+ * Every label value is a string the caller has bounded (a route template, never a path; anything else is
+ * counted as its text): each label set is kept until `reset`.
  *
  * @example
  * const requests = new Series({ name: 'http_requests_total', help: '…', type: 'counter', labelNames: ['route'], registers: [registry] });
@@ -73,53 +82,85 @@ export class Series<L extends string = never> {
   #cells: Cell[] = [];
 
   constructor(options: SeriesOptions<L>) {
-    this.name = options.name;
+    const { name, type } = options;
+    const labelNames = options.labelNames ?? [];
+    if (!METRIC_NAME.test(name)) throw new Error(`"${name}" is not a metric name`);
+    for (const label of labelNames) {
+      if (!LABEL_NAME.test(label) || label.startsWith('__') || (type === 'histogram' && label === 'le')) {
+        throw new Error(`"${label}" is not a label name ${name} may have`);
+      }
+    }
+    if (new Set(labelNames).size !== labelNames.length) throw new Error(`${name} names a label twice`);
+    this.name = name;
     this.help = options.help;
-    this.type = options.type;
-    this.labelNames = options.labelNames ?? [];
-    if (options.type === 'histogram') {
-      const bounds = [...new Set(options.buckets ?? [])].sort((a, b) => a - b);
+    this.type = type;
+    this.labelNames = labelNames;
+    if (type === 'histogram') {
+      const bounds = [...new Set(options.buckets ?? DEFAULT_BUCKETS)].sort((a, b) => a - b);
       if (bounds.some((bound) => !Number.isFinite(bound))) {
-        throw new RangeError(`the buckets of ${options.name} must be finite numbers`);
+        throw new RangeError(`the buckets of ${name} must be finite numbers`);
       }
       this.#bounds = Float64Array.from(bounds);
     }
-    this.reset();
+    // As prom-client's: a series without labels reads 0 from the start.
+    if (labelNames.length === 0) this.#make(undefined);
     for (const registry of options.registers) registry.registerMetric(this as unknown as Metric);
   }
 
-  /** Add `by` (default 1) to the value of `labels`. */
-  inc(labels?: Readonly<Record<L, string>>, by = 1): void {
+  /** Add `by` (default 1: finite, and for a counter never negative) to the value of `labels`. */
+  inc(labels?: Labels<L> | number, by = 1): void {
+    if (typeof labels === 'number') {
+      this.inc(undefined, labels); // prom-client's `inc(by)`
+      return;
+    }
+    if (!Number.isFinite(by)) throw new TypeError(`${this.name} cannot count ${by}`);
+    if (by < 0 && this.type === 'counter') throw new RangeError(`the counter ${this.name} cannot go down`);
+    if (this.type === 'histogram') throw new TypeError(`${this.name} is a histogram: observe it`);
     this.#cellOf(labels).value += by;
   }
 
-  /** Take `by` (default 1) from a gauge's value of `labels`. */
-  dec(labels?: Readonly<Record<L, string>>, by = 1): void {
+  /** Take `by` (default 1, finite) from a gauge's value of `labels`. */
+  dec(labels?: Labels<L> | number, by = 1): void {
+    if (typeof labels === 'number') {
+      this.dec(undefined, labels);
+      return;
+    }
+    if (this.type !== 'gauge') throw new TypeError(`${this.name} is a ${this.type}: only a gauge goes down`);
+    if (!Number.isFinite(by)) throw new TypeError(`${this.name} cannot count ${by}`);
     this.#cellOf(labels).value -= by;
   }
 
-  /** A histogram's observation of `value` (in the unit of its buckets) for `labels`; not a number: ignored. */
-  observe(labels: Readonly<Record<L, string>>, value: number): void {
-    if (!Number.isFinite(value)) return;
+  /**
+   * A histogram's observation of `value` (in the unit of its buckets) for `labels` (or `observe(value)` without
+   * labels); a value that is not a finite number is not observed.
+   */
+  observe(labels: Labels<L> | number, value?: number): void {
+    if (typeof labels === 'number') {
+      this.observe({} as Labels<L>, labels);
+      return;
+    }
+    const bounds = this.#bounds;
+    if (bounds === undefined)
+      throw new TypeError(`${this.name} is a ${this.type}: only a histogram is observed`);
+    if (value === undefined || !Number.isFinite(value)) return;
     const cell = this.#cellOf(labels);
-    const bounds = this.#bounds as Float64Array;
     let at = 0;
     while (at < bounds.length && value > (bounds[at] as number)) at++;
     cell.value++;
     cell.sum += value;
-    if (at < bounds.length)
-      (cell.buckets as Float64Array)[at] = ((cell.buckets as Float64Array)[at] as number) + 1;
+    const buckets = cell.buckets as Float64Array;
+    if (at < bounds.length) buckets[at] = (buckets[at] as number) + 1;
   }
 
   /** The cell of one label set (made the first time), found by its values in the order of `labelNames`. */
-  #cellOf(labels: Readonly<Record<L, string>> | undefined): Cell {
+  #cellOf(labels: Labels<L> | undefined): Cell {
     const names = this.labelNames;
-    if (names.length === 0) return this.#cells[0] as Cell;
-    labels ??= {} as Readonly<Record<L, string>>; // prom-client's series without labels
+    if (names.length === 0) return this.#cells[0] ?? this.#make(undefined);
+    const given = labels ?? ({} as Labels<L>); // as prom-client: a series of a labelled metric without labels
     let level = this.#root;
     const last = names.length - 1;
     for (let i = 0; i < last; i++) {
-      const value = labels[names[i] as L];
+      const value = labelValue(given[names[i] as L]);
       let next = level.get(value) as Level | undefined;
       if (next === undefined) {
         next = new Map();
@@ -127,10 +168,10 @@ export class Series<L extends string = never> {
       }
       level = next;
     }
-    const value = labels[names[last] as L];
+    const value = labelValue(given[names[last] as L]);
     const found = level.get(value) as Cell | undefined;
     if (found !== undefined) return found;
-    const cell = this.#make(labels);
+    const cell = this.#make(given);
     level.set(value, cell);
     return cell;
   }
@@ -176,18 +217,23 @@ export class Series<L extends string = never> {
     return { name: this.name, help: this.help, type: this.type, values, aggregator: this.aggregator };
   }
 
-  /** Every label set forgotten; a series without labels back at zero. */
+  /** Every label set forgotten, as prom-client's `reset`: a counter or gauge without labels reads 0 again. */
   reset(): void {
     this.#root = new Map();
     this.#cells = [];
-    if (this.labelNames.length === 0) this.#make(undefined);
+    if (this.labelNames.length === 0 && this.type !== 'histogram') this.#make(undefined);
   }
 
   /** A new cell of `given`'s values (copied: the caller's object is its own), counted from zero. */
-  #make(given: Readonly<Record<L, string>> | undefined): Cell {
+  #make(given: Labels<L> | undefined): Cell {
     const labels: Record<string, string> = {};
+    for (const name in given) {
+      if (!this.labelNames.includes(name as L)) {
+        throw new Error(`"${name}" is not one of the labels of ${this.name}: ${this.labelNames.join(', ')}`);
+      }
+    }
     for (const name of this.labelNames) {
-      const value = given?.[name];
+      const value = labelValue(given?.[name]);
       if (value !== undefined) labels[name] = value;
     }
     const bounds = this.#bounds;
@@ -201,3 +247,7 @@ export class Series<L extends string = never> {
     return cell;
   }
 }
+
+/** A label's value as it is counted: its text (a number's too), or none. */
+const labelValue = (value: unknown): string | undefined =>
+  typeof value === 'string' || value === undefined ? value : String(value);

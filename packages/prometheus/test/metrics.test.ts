@@ -315,6 +315,25 @@ describe('@idem/prometheus: labels stay bounded and clean', () => {
     expect(total(samples, 'idempotency_active_keys_count', { operation: '/boom' })).toBe(1);
   });
 
+  test('an operation is asked once per method and route; one that failed is asked again, not its fallback kept', async () => {
+    let calls = 0;
+    let failing = true;
+    const { registry, idem } = setup({
+      operation: () => {
+        calls++;
+        if (failing) throw new Error('not ready');
+        return 'createOrder';
+      },
+    });
+    await idem.begin(post());
+    failing = false;
+    for (let i = 0; i < 3; i++) await idem.begin(post({ key: v7() }));
+    const samples = await scrape(registry);
+    expect(total(samples, 'idempotency_active_keys_count', { operation: ROUTE })).toBe(1);
+    expect(total(samples, 'idempotency_active_keys_count', { operation: 'createOrder' })).toBe(3);
+    expect(calls).toBe(2);
+  });
+
   test('executions that never end are forgotten past maxTracked: the gauge stays bounded', async () => {
     const { registry, idem } = setup({ maxTracked: 5 });
     for (let i = 0; i < 20; i++) {

@@ -122,3 +122,77 @@ describe('series read by prom-client’s registry', () => {
     expect(text).toContain('h_seconds_sum{operation="x"} 0.2');
   });
 });
+
+describe('what a series refuses, as prom-client’s metrics do', () => {
+  const make = (type: 'counter' | 'gauge' | 'histogram', labelNames: string[] = ['status']) =>
+    new Series({ name: `x_${type}`, help: 'x', type, labelNames, registers: [new Registry()] });
+
+  test('a counter only goes up, by a finite number; only a gauge goes down; only a histogram is observed', () => {
+    const counter = make('counter');
+    expect(() => counter.inc({ status: '200' }, -1)).toThrow(/cannot go down/);
+    expect(() => counter.inc({ status: '200' }, Number.NaN)).toThrow(/cannot count/);
+    expect(() => counter.inc({ status: '200' }, Number.POSITIVE_INFINITY)).toThrow(/cannot count/);
+    expect(() => counter.dec({ status: '200' })).toThrow(/only a gauge/);
+    expect(() => counter.observe({ status: '200' }, 1)).toThrow(/only a histogram/);
+    expect(() => make('histogram').inc({ status: '200' })).toThrow(/observe it/);
+    expect(() => make('gauge').dec({ status: '200' }, Number.NaN)).toThrow(/cannot count/);
+  });
+
+  test('names: a metric’s and its labels’ as Prometheus has them, no label twice, no `le` on a histogram', () => {
+    const named =
+      (name: string, labelNames: string[], type: 'counter' | 'histogram' = 'counter') =>
+      () =>
+        new Series({ name, help: 'x', type, labelNames, registers: [new Registry()] });
+    expect(named('bad-name', [])).toThrow(/not a metric name/);
+    expect(named('ok', ['bad-label'])).toThrow(/not a label name/);
+    expect(named('ok', ['__reserved'])).toThrow(/not a label name/);
+    expect(named('ok', ['le'], 'histogram')).toThrow(/not a label name/);
+    expect(named('ok', ['a', 'a'])).toThrow(/twice/);
+    expect(named('ok', ['le'])).not.toThrow(); // only a histogram's buckets are `le`
+  });
+
+  test('a label set is checked when it is first counted: a label the series does not have is refused', () => {
+    const counter = make('counter');
+    expect(() => counter.inc({ status: '200', route: '/x' } as unknown as { status: string })).toThrow(
+      /not one of the labels/,
+    );
+  });
+
+  test('a label value that is not a string is counted as its text: one series, not two alike', async () => {
+    const registry = new Registry();
+    const counter = new Series({
+      name: 'c_total',
+      help: 'c',
+      type: 'counter',
+      labelNames: ['status'],
+      registers: [registry],
+    });
+    counter.inc({ status: 200 } as unknown as { status: string });
+    counter.inc({ status: '200' });
+    expect((await registry.metrics()).match(/c_total\{status="200"\} 2/g)).toHaveLength(1);
+  });
+
+  test('without labels: inc(by) and observe(value) as prom-client takes them, its default buckets, and its reset', async () => {
+    const theirs = new Registry();
+    const ours = new Registry();
+    const counter = new Counter({ name: 'c_total', help: 'c', registers: [theirs] });
+    const histogram = new Histogram({ name: 'h_seconds', help: 'h', registers: [theirs] });
+    const counterSeries = new Series({ name: 'c_total', help: 'c', type: 'counter', registers: [ours] });
+    const histogramSeries = new Series({
+      name: 'h_seconds',
+      help: 'h',
+      type: 'histogram',
+      registers: [ours],
+    });
+    counter.inc(5);
+    counterSeries.inc(5);
+    for (const seconds of [0.003, 0.2, 7]) {
+      histogram.observe(seconds);
+      histogramSeries.observe(seconds);
+    }
+    expect(await ours.metrics()).toBe(await theirs.metrics());
+    theirs.resetMetrics();
+    ours.resetMetrics();
+    expect(await ours.metrics()).toBe(await theirs.metrics());
+  });
+});

@@ -97,7 +97,13 @@ async function inTransaction(
       // A replay read an answer that the request which made it committed, and wrote nothing: whether this
       // transaction's COMMIT answered, or came in time, changes nothing of it. Sent, as the coordinator's
       // `replayed` event (emitted when it was found) already says, rather than a 503 for a retry of a retry.
-      if (replay !== undefined) return replay;
+      if (replay !== undefined) {
+        request.log.warn(
+          { err: error },
+          'the transaction that found a replay did not end; the replay is sent',
+        );
+        return replay;
+      }
       // With a key, a commit of unknown outcome is safe to retry: the retry replays what committed (the answer
       // committed with the work) or runs what did not. Without one it stays CommitStateUnknown (500).
       if (execution !== undefined && error instanceof CommitOutcomeUnknown)
