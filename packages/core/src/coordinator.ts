@@ -387,9 +387,13 @@ function coordinator<Host>(options: IdempotencyOptions<Host>, timers: Timers): I
     const elapsedMs = performance.now() - attempt.startedMs;
     const base = { scope, key, method, route, durationMs, elapsedMs };
     switch (decision.answer) {
-      case 'execute':
-        emit({ type: 'reserved', ...base, owner: attempt.owner, tookOver: decision.tookOver });
+      case 'execute': {
+        // Written out: the event of every execution (fields after a spread cost Node 20 about 0.4 µs an event).
+        const { owner } = attempt;
+        const { tookOver } = decision;
+        emit({ type: 'reserved', scope, key, method, route, durationMs, elapsedMs, owner, tookOver });
         return;
+      }
       case 'replay':
         return; // once the replay is made (refusalOrReplay): it may still turn out a refusal
       case 'mismatch':

@@ -622,13 +622,7 @@ export class KeyedExecution<Host = unknown> implements Renewable {
       return 'lease-lost';
     }
     if (this.#listening) {
-      emit({
-        type: 'finalized',
-        ...this.#eventBase(durationMs),
-        status,
-        external: false,
-        ...(omitted === undefined ? {} : { omitted }),
-      });
+      this.#emitFinalized(durationMs, status, false, omitted);
     }
     return 'finalized';
   }
@@ -693,15 +687,29 @@ export class KeyedExecution<Host = unknown> implements Renewable {
   #durable(written: Written): 'finalized' {
     if (this.#listening) {
       const { status, durationMs, omitted } = written;
-      this.#runtime.emit({
-        type: 'finalized',
-        ...this.#eventBase(durationMs),
-        status,
-        external: true,
-        ...(omitted === undefined ? {} : { omitted }),
-      });
+      this.#emitFinalized(durationMs, status, true, omitted);
     }
     return 'finalized';
+  }
+
+  /**
+   * The `finalized` event, every field written out: the one event of every execution that stores its answer.
+   * (Fields set after a spread, as `{ ...this.#eventBase(…), status }`, cost Node 20 about 0.4 µs an event.)
+   */
+  #emitFinalized(
+    durationMs: number,
+    status: number,
+    external: boolean,
+    omitted: OmittedParts | undefined,
+  ): void {
+    const { scope, key, method, route, owner } = this;
+    const executionMs = performance.now() - this.#reservedAtMs;
+    const type = 'finalized';
+    this.#runtime.emit(
+      omitted === undefined
+        ? { type, scope, key, method, route, owner, durationMs, executionMs, status, external }
+        : { type, scope, key, method, route, owner, durationMs, executionMs, status, external, omitted },
+    );
   }
 
   async abort(): Promise<void> {
