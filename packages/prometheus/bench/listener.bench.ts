@@ -10,13 +10,25 @@ import { machine, measure, printTable, ratio } from '../../../scripts/bench.js';
 const ROUTE = '/v1/:prefix/namespaces';
 const operation = ({ route }: { route: string }) => route.replace(/^\/v1\/:prefix\//, '/v1/');
 
-let owner = 0;
-/** One keyed request's events, as the coordinator emits them. */
+let owners = 0;
+/** One keyed request's events, as the coordinator emits them (every field written out, as it builds them). */
 function executed(): IdempotencyEvent[] {
-  const base = { scope: 's', key: 'k', method: 'POST', route: ROUTE, owner: String(owner++) };
+  const owner = String(owners++);
+  const [scope, key, method, route] = ['s', 'k', 'POST', ROUTE];
   return [
-    { type: 'reserved', ...base, durationMs: 1, tookOver: false, elapsedMs: 2 },
-    { type: 'finalized', ...base, durationMs: 1, status: 200, external: false, executionMs: 5 },
+    { type: 'reserved', scope, key, method, route, owner, durationMs: 1, elapsedMs: 2, tookOver: false },
+    {
+      type: 'finalized',
+      scope,
+      key,
+      method,
+      route,
+      owner,
+      durationMs: 1,
+      executionMs: 5,
+      status: 200,
+      external: false,
+    },
   ];
 }
 /** One retry's events, answered from a replay cache. */
