@@ -70,28 +70,45 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 // IDEMPOTENCY_READ_BEFORE_TRANSACTION unset: on SQLite the read comes first (a retry is answered while every
 // commit is held); on PostgreSQL it does not (the retry goes to the transaction and waits there for its
 // commit).
+/**
+ * A create, then its retry while every commit is held: `whileHeld` runs with the retry under way, then the hold is
+ * lifted, and the retry must be the first create's answer, replayed.
+ */
+async function retryWhileHeld(
+  env: Record<string, string>,
+  on: 'sqlite' | 'postgres',
+  whileHeld: (retry: ReturnType<typeof call>) => Promise<void>,
+) {
+  node = await startObservedNode(env, on);
+  const { url, faults } = node;
+  const key = newKey();
+  const create = () => call(url, 'POST', '/v1/namespaces', { key, body: { namespace: ['held'] } });
+  const first = await create();
+  expect(first.status, first.text).toBe(200);
+  const held = gate();
+  faults.hold = held.wait;
+  const retry = create();
+  try {
+    await whileHeld(retry);
+  } finally {
+    held.open();
+    faults.hold = undefined;
+  }
+  const replayed = await retry;
+  expect(replayed.status, replayed.text).toBe(200);
+  expect(replayed.headers.get('idempotent-replayed')).toBe('true');
+  expect(replayed.text).toBe(first.text);
+}
+
 describe.each([
   ['sqlite', true],
   ['postgres', false],
 ] as const)('by default (%s): the read before the transaction is %s', (on, readFirst) => {
   test('a retry while every commit is held', async () => {
-    node = await startObservedNode({}, on);
-    const { url, faults } = node;
-    const key = newKey();
-    const create = () => call(url, 'POST', '/v1/namespaces', { key, body: { namespace: ['held'] } });
-    const first = await create();
-    expect(first.status, first.text).toBe(200);
-    const held = gate();
-    faults.hold = held.wait;
-    const retry = create();
-    const settled = await Promise.race([retry.then(() => 'answered'), sleep(300).then(() => 'waiting')]);
-    held.open();
-    faults.hold = undefined;
-    expect(settled).toBe(readFirst ? 'answered' : 'waiting');
-    const replayed = await retry;
-    expect(replayed.status, replayed.text).toBe(200);
-    expect(replayed.headers.get('idempotent-replayed')).toBe('true');
-    expect(replayed.text).toBe(first.text);
+    await retryWhileHeld({}, on, async (retry) => {
+      const settled = await Promise.race([retry.then(() => 'answered'), sleep(300).then(() => 'waiting')]);
+      expect(settled).toBe(readFirst ? 'answered' : 'waiting');
+    });
   });
 });
 
@@ -102,25 +119,11 @@ describe.each(['sqlite', 'postgres'] as const)(
   'a replay found in a transaction that cannot commit in time (%s)',
   (on) => {
     test('is sent all the same', async () => {
-      node = await startObservedNode(
-        { IDEMPOTENCY_READ_BEFORE_TRANSACTION: 'false', REQUEST_TIMEOUT_MS: '1000' },
-        on,
-      );
-      const { url, faults } = node;
-      const key = newKey();
-      const create = () => call(url, 'POST', '/v1/namespaces', { key, body: { namespace: ['late'] } });
-      const first = await create();
-      expect(first.status, first.text).toBe(200);
-      const held = gate();
-      faults.hold = held.wait;
-      const retry = create();
-      await sleep(1_300); // past the retry's deadline: its transaction can no longer commit
-      held.open();
-      faults.hold = undefined;
-      const replayed = await retry;
-      expect(replayed.status, replayed.text).toBe(200);
-      expect(replayed.headers.get('idempotent-replayed')).toBe('true');
-      expect(replayed.text).toBe(first.text);
+      const env = { IDEMPOTENCY_READ_BEFORE_TRANSACTION: 'false', REQUEST_TIMEOUT_MS: '1000' };
+      // Past the retry's deadline: its transaction can no longer commit.
+      await retryWhileHeld(env, on, async () => {
+        await sleep(1_300);
+      });
     });
   },
 );
