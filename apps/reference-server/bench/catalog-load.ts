@@ -78,8 +78,11 @@ export async function startCatalog(env: Record<string, string>, core = 0): Promi
 export type Operation = 'create' | 'commit' | 'load';
 const TABLES = 64;
 
-/** Create the namespace and the tables the commit load spreads over. */
-export async function prepare(url: string): Promise<void> {
+/**
+ * Create the namespace and the tables the commit load spreads over, each with `tableProperties` (a bounded
+ * metadata log, for one).
+ */
+export async function prepare(url: string, tableProperties: Record<string, string> = {}): Promise<void> {
   const post = async (path: string, body: unknown) => {
     const response = await fetch(url + path, {
       method: 'POST',
@@ -95,15 +98,19 @@ export async function prepare(url: string): Promise<void> {
     'schema-id': 0,
     fields: [{ id: 1, name: 'id', required: true, type: 'long' }],
   };
-  for (let t = 0; t < TABLES; t++) await post('/v1/namespaces/bench/tables', { name: `t${t}`, schema });
+  for (let t = 0; t < TABLES; t++)
+    await post('/v1/namespaces/bench/tables', { name: `t${t}`, schema, properties: tableProperties });
 }
 
 let counter = 0;
 /**
- * The next request of an operation: a unique namespace, a commit of a unique property to one of the tables,
- * or a load of one of them.
+ * The next request of an operation: a unique namespace, a commit of a property to one of the tables (a new
+ * property each time, or one of `properties` names with a new value), or a load of one of them.
  */
-export function next(operation: Operation): { method: 'POST' | 'GET'; path: string; body?: string } {
+export function next(
+  operation: Operation,
+  properties = Number.POSITIVE_INFINITY,
+): { method: 'POST' | 'GET'; path: string; body?: string } {
   const n = counter++;
   const table = `/v1/namespaces/bench/tables/t${n % TABLES}`;
   if (operation === 'create')
@@ -112,7 +119,7 @@ export function next(operation: Operation): { method: 'POST' | 'GET'; path: stri
   return {
     method: 'POST',
     path: table,
-    body: `{"requirements":[],"updates":[{"action":"set-properties","updates":{"p${n}":"${n}"}}]}`,
+    body: `{"requirements":[],"updates":[{"action":"set-properties","updates":{"p${n % properties}":"${n}"}}]}`,
   };
 }
 
@@ -136,6 +143,8 @@ export async function drive(
     connections?: number;
     rate?: number;
     retryShare?: number;
+    /** Commits set one of this many properties (a new value each time) instead of a new one each time. */
+    properties?: number;
   },
 ): Promise<LoadResult> {
   let last: { method: 'POST' | 'GET'; path: string; body: string | undefined; key: string } | undefined;
@@ -159,7 +168,7 @@ export async function drive(
               let chosen: NonNullable<typeof last>;
               if (retry && last !== undefined) chosen = last;
               else {
-                const fresh = next(options.operation);
+                const fresh = next(options.operation, options.properties);
                 chosen = { method: fresh.method, path: fresh.path, body: fresh.body, key: v7() };
               }
               last = chosen;

@@ -19,6 +19,8 @@ const seconds = Number(process.env.BENCH_SECONDS ?? 5);
 const rounds = Number(process.env.BENCH_ROUNDS ?? 2);
 const databases = (process.env.BENCH_DATABASES ?? 'sqlite,postgres').split(',');
 const operations = (process.env.BENCH_OPERATIONS ?? 'create,commit').split(',') as Operation[];
+/** How many properties a commit sets one of, and how many earlier metadata files a table's log keeps. */
+const COMMIT_PROPERTIES = 32;
 
 /** Whether the server reads a key's record before its transaction by default on `database`. */
 const readsFirst = (database: string) => readsBeforeTransactionByDefault(database as Dialect);
@@ -45,9 +47,18 @@ async function measure(database: string, operation: Operation, name: string, var
       : {}),
   });
   try {
-    await prepare(server.url);
-    const load = { operation, keyed: variant.keyed, retryShare: variant.replays === true ? 1 : 0 };
-    await drive(server.url, { ...load, seconds: 1 }); // warm-up
+    // Commits at a steady size: each table's metadata holds at most COMMIT_PROPERTIES properties and as many
+    // earlier files in its log, reached within the warm-up (TABLES × COMMIT_PROPERTIES commits). With a new
+    // property per commit and the default log of 100 files, a table grew with every commit, so a faster
+    // variant ended a run on larger tables and paid more per commit than a slower one.
+    await prepare(server.url, { 'write.metadata.previous-versions-max': String(COMMIT_PROPERTIES) });
+    const load = {
+      operation,
+      keyed: variant.keyed,
+      retryShare: variant.replays === true ? 1 : 0,
+      properties: COMMIT_PROPERTIES,
+    };
+    await drive(server.url, { ...load, seconds: operation === 'commit' ? 4 : 1 }); // warm-up
     const before = server.pid === undefined ? undefined : cpuTicks(server.pid);
     const result = await drive(server.url, { ...load, seconds });
     const after = server.pid === undefined ? undefined : cpuTicks(server.pid);
