@@ -104,6 +104,12 @@ export async function prepare(url: string, tableProperties: Record<string, strin
 
 let counter = 0;
 /**
+ * The property the `n`th commit sets: a new one each time, or one of `properties` names, picked by the number of
+ * commits its table has had (the tables take commits in turn, so `n % properties` would give each table one).
+ */
+const property = (n: number, properties: number) =>
+  Number.isFinite(properties) ? Math.floor(n / TABLES) % properties : n;
+/**
  * The next request of an operation: a unique namespace, a commit of a property to one of the tables (a new
  * property each time, or one of `properties` names with a new value), or a load of one of them.
  */
@@ -119,7 +125,7 @@ export function next(
   return {
     method: 'POST',
     path: table,
-    body: `{"requirements":[],"updates":[{"action":"set-properties","updates":{"p${n % properties}":"${n}"}}]}`,
+    body: `{"requirements":[],"updates":[{"action":"set-properties","updates":{"p${property(n, properties)}":"${n}"}}]}`,
   };
 }
 
