@@ -67,9 +67,6 @@ describe.each(['sqlite', 'postgres'] as const)('a retry answered before any tran
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-// IDEMPOTENCY_READ_BEFORE_TRANSACTION unset: on SQLite the read comes first (a retry is answered while every
-// commit is held); on PostgreSQL it does not (the retry goes to the transaction and waits there for its
-// commit).
 /**
  * A create, then its retry while every commit is held: `whileHeld` runs with the retry under way, then the hold is
  * lifted, and the retry must be the first create's answer, replayed.
@@ -100,6 +97,9 @@ async function retryWhileHeld(
   expect(replayed.text).toBe(first.text);
 }
 
+// IDEMPOTENCY_READ_BEFORE_TRANSACTION unset: on SQLite the read comes first (a retry is answered while every
+// commit is held); on PostgreSQL it does not (the retry goes to the transaction and waits there for its
+// commit).
 describe.each([
   ['sqlite', true],
   ['postgres', false],
