@@ -89,8 +89,10 @@ function routeOf(request: NestHttpRequest): string {
  * `UNSEEN_BODY` (answered 415 before anything is reserved).
  */
 function bodyOf(request: NestHttpRequest): unknown {
+  const { rawBody } = request;
+  if (Buffer.isBuffer(rawBody)) return rawBody; // (`rawBody: true`: no need to ask whether the body was read)
   const ended = request.raw?.readableEnded ?? request.readableEnded;
-  return bodyOfParsed(request.headers, ended, request.rawBody, request.body);
+  return bodyOfParsed(request.headers, ended, rawBody, request.body);
 }
 
 /**
@@ -101,43 +103,45 @@ function bodyOf(request: NestHttpRequest): unknown {
  */
 @Injectable()
 export class IdempotencyInterceptor implements NestInterceptor {
-  readonly #base: Idempotency<NestHttpRequest>;
-  readonly #options: NestIdempotencyOptions;
-  readonly #reflector: Reflector;
+  // TypeScript's `private`, not `#` fields: the build lowers the `#` fields of a class with Nest's (legacy)
+  // decorators to a WeakMap each, and every read of one to a lookup in it, on every request.
+  private readonly base: Idempotency<NestHttpRequest>;
+  private readonly options: NestIdempotencyOptions;
+  private readonly reflector: Reflector;
   /**
    * Each handler's coordinator, by controller class and handler (a handler inherited by two controllers may
    * be covered in one and not the other), made once: the module's, or its own overrides over the same timers.
    */
-  readonly #perHandler = new WeakMap<object, WeakMap<object, Idempotency<NestHttpRequest> | false>>();
+  private readonly perHandler = new WeakMap<object, WeakMap<object, Idempotency<NestHttpRequest> | false>>();
 
   /** On platform-fastify: the answer is taken where Fastify hands it over ({@link handOverOn}). */
-  readonly #handedOver: boolean;
+  private readonly handedOver: boolean;
 
   constructor(
     @Inject(IDEMPOTENCY_OPTIONS) options: NestIdempotencyOptions,
     @Inject(Reflector) reflector: Reflector,
     @Optional() @Inject(HttpAdapterHost) adapterHost?: HttpAdapterHost,
   ) {
-    this.#options = options;
-    this.#reflector = reflector;
-    this.#base = createIdempotency<NestHttpRequest>(options);
+    this.options = options;
+    this.reflector = reflector;
+    this.base = createIdempotency<NestHttpRequest>(options);
     const adapter = adapterHost?.httpAdapter;
-    this.#handedOver = adapter?.getType() === 'fastify' && handOverOn(adapter.getInstance());
+    this.handedOver = adapter?.getType() === 'fastify' && handOverOn(adapter.getInstance());
   }
 
-  #coordinatorOf(context: ExecutionContext): Idempotency<NestHttpRequest> | false {
+  private coordinatorOf(context: ExecutionContext): Idempotency<NestHttpRequest> | false {
     const handler = context.getHandler();
     const controller = context.getClass();
-    let handlers = this.#perHandler.get(controller);
+    let handlers = this.perHandler.get(controller);
     if (handlers === undefined) {
       handlers = new WeakMap();
-      this.#perHandler.set(controller, handlers);
+      this.perHandler.set(controller, handlers);
     }
     let idem = handlers.get(handler);
     if (idem === undefined) {
-      idem = this.#made(
-        this.#reflector.get<IdempotentOptions | false | undefined>(IDEMPOTENT, controller),
-        this.#reflector.get<IdempotentOptions | false | undefined>(IDEMPOTENT, handler),
+      idem = this.made(
+        this.reflector.get<IdempotentOptions | false | undefined>(IDEMPOTENT, controller),
+        this.reflector.get<IdempotentOptions | false | undefined>(IDEMPOTENT, handler),
       );
       handlers.set(handler, idem);
     }
@@ -145,23 +149,23 @@ export class IdempotencyInterceptor implements NestInterceptor {
   }
 
   /** The coordinator of a handler: its own options over its controller's (statuses status by status). */
-  #made(
+  private made(
     ofClass: IdempotentOptions | false | undefined,
     ofHandler: IdempotentOptions | false | undefined,
   ): Idempotency<NestHttpRequest> | false {
     if (ofHandler === false || (ofHandler === undefined && ofClass === false)) return false;
     const base = ofClass === false || ofClass === undefined ? {} : ofClass;
     const own = ofHandler ?? {};
-    if (ofClass === undefined && ofHandler === undefined) return this.#base;
+    if (ofClass === undefined && ofHandler === undefined) return this.base;
     const statuses =
       base.statuses === undefined && own.statuses === undefined
         ? undefined
         : { ...base.statuses, ...own.statuses };
-    return this.#base.with({ ...base, ...own, ...(statuses === undefined ? {} : { statuses }) });
+    return this.base.with({ ...base, ...own, ...(statuses === undefined ? {} : { statuses }) });
   }
 
   intercept(context: ExecutionContext, next: CallHandler): Observable<unknown> {
-    const idem = context.getType() === 'http' ? this.#coordinatorOf(context) : false;
+    const idem = context.getType() === 'http' ? this.coordinatorOf(context) : false;
     const http = context.switchToHttp();
     const request = http.getRequest<NestHttpRequest>();
     // Taken once: a second module's interceptor (two forRoot imports) passes it on.
@@ -169,8 +173,8 @@ export class IdempotencyInterceptor implements NestInterceptor {
       return next.handle();
     request.idempotency = null;
     const response = http.getResponse<ServerResponse | { raw: ServerResponse }>();
-    const options = this.#options;
-    const handedOver = this.#handedOver;
+    const options = this.options;
+    const handedOver = this.handedOver;
     return new Observable(
       (subscriber) => new Interception(idem, options, handedOver, request, response, next, subscriber),
     );
