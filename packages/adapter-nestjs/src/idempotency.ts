@@ -95,53 +95,71 @@ function bodyOf(request: NestHttpRequest): unknown {
   return bodyOfParsed(request.headers, ended, rawBody, request.body);
 }
 
+/** Where the interceptor keeps its {@link Interceptor}: a symbol, so that no field of a subclass meets it. */
+const INTERCEPTOR = Symbol('@idem/adapter-nestjs interceptor');
+type Holding = { [INTERCEPTOR]: Interceptor };
+
 /**
  * The interceptor the module installs for every route: it runs after the guards (so `scope` sees what your
  * authentication set) and before the pipes. It hands the request to the coordinator through `@idem/node-http`,
  * the layer the Express and Fastify adapters share, answers a replay or a refusal itself (the handler does not
  * run), and otherwise settles the key by what is written to the response.
+ *
+ * Its state and its work are an undecorated class's ({@link Interceptor}), held under a symbol. The build lowers
+ * every `#` member of a class with Nest's (legacy) decorators to a WeakMap, each read to a lookup in it on every
+ * request; named fields would show in `Object.keys` and meet a subclass's own; a symbol does neither, and reads
+ * through a proxy of the instance (Nest's `instanceDecorator`) as well.
  */
 @Injectable()
 export class IdempotencyInterceptor implements NestInterceptor {
-  // TypeScript's `private`, not `#` fields: the build lowers the `#` fields of a class with Nest's (legacy)
-  // decorators to a WeakMap each, and every read of one to a lookup in it, on every request.
-  private readonly base: Idempotency<NestHttpRequest>;
-  private readonly options: NestIdempotencyOptions;
-  private readonly reflector: Reflector;
-  /**
-   * Each handler's coordinator, by controller class and handler (a handler inherited by two controllers may
-   * be covered in one and not the other), made once: the module's, or its own overrides over the same timers.
-   */
-  private readonly perHandler = new WeakMap<object, WeakMap<object, Idempotency<NestHttpRequest> | false>>();
-
-  /** On platform-fastify: the answer is taken where Fastify hands it over ({@link handOverOn}). */
-  private readonly handedOver: boolean;
-
   constructor(
     @Inject(IDEMPOTENCY_OPTIONS) options: NestIdempotencyOptions,
     @Inject(Reflector) reflector: Reflector,
     @Optional() @Inject(HttpAdapterHost) adapterHost?: HttpAdapterHost,
   ) {
-    this.options = options;
-    this.reflector = reflector;
-    this.base = createIdempotency<NestHttpRequest>(options);
-    const adapter = adapterHost?.httpAdapter;
-    this.handedOver = adapter?.getType() === 'fastify' && handOverOn(adapter.getInstance());
+    (this as unknown as Holding)[INTERCEPTOR] = new Interceptor(options, reflector, adapterHost);
   }
 
-  private coordinatorOf(context: ExecutionContext): Idempotency<NestHttpRequest> | false {
+  intercept(context: ExecutionContext, next: CallHandler): Observable<unknown> {
+    return (this as unknown as Holding)[INTERCEPTOR].intercept(context, next);
+  }
+}
+
+/** What {@link IdempotencyInterceptor} does, in a class without decorators (its `#` members stay native). */
+class Interceptor {
+  readonly #base: Idempotency<NestHttpRequest>;
+  readonly #options: NestIdempotencyOptions;
+  readonly #reflector: Reflector;
+  /**
+   * Each handler's coordinator, by controller class and handler (a handler inherited by two controllers may
+   * be covered in one and not the other), made once: the module's, or its own overrides over the same timers.
+   */
+  readonly #perHandler = new WeakMap<object, WeakMap<object, Idempotency<NestHttpRequest> | false>>();
+
+  /** On platform-fastify: the answer is taken where Fastify hands it over ({@link handOverOn}). */
+  readonly #handedOver: boolean;
+
+  constructor(options: NestIdempotencyOptions, reflector: Reflector, adapterHost?: HttpAdapterHost) {
+    this.#options = options;
+    this.#reflector = reflector;
+    this.#base = createIdempotency<NestHttpRequest>(options);
+    const adapter = adapterHost?.httpAdapter;
+    this.#handedOver = adapter?.getType() === 'fastify' && handOverOn(adapter.getInstance());
+  }
+
+  #coordinatorOf(context: ExecutionContext): Idempotency<NestHttpRequest> | false {
     const handler = context.getHandler();
     const controller = context.getClass();
-    let handlers = this.perHandler.get(controller);
+    let handlers = this.#perHandler.get(controller);
     if (handlers === undefined) {
       handlers = new WeakMap();
-      this.perHandler.set(controller, handlers);
+      this.#perHandler.set(controller, handlers);
     }
     let idem = handlers.get(handler);
     if (idem === undefined) {
-      idem = this.made(
-        this.reflector.get<IdempotentOptions | false | undefined>(IDEMPOTENT, controller),
-        this.reflector.get<IdempotentOptions | false | undefined>(IDEMPOTENT, handler),
+      idem = this.#made(
+        this.#reflector.get<IdempotentOptions | false | undefined>(IDEMPOTENT, controller),
+        this.#reflector.get<IdempotentOptions | false | undefined>(IDEMPOTENT, handler),
       );
       handlers.set(handler, idem);
     }
@@ -149,23 +167,23 @@ export class IdempotencyInterceptor implements NestInterceptor {
   }
 
   /** The coordinator of a handler: its own options over its controller's (statuses status by status). */
-  private made(
+  #made(
     ofClass: IdempotentOptions | false | undefined,
     ofHandler: IdempotentOptions | false | undefined,
   ): Idempotency<NestHttpRequest> | false {
     if (ofHandler === false || (ofHandler === undefined && ofClass === false)) return false;
     const base = ofClass === false || ofClass === undefined ? {} : ofClass;
     const own = ofHandler ?? {};
-    if (ofClass === undefined && ofHandler === undefined) return this.base;
+    if (ofClass === undefined && ofHandler === undefined) return this.#base;
     const statuses =
       base.statuses === undefined && own.statuses === undefined
         ? undefined
         : { ...base.statuses, ...own.statuses };
-    return this.base.with({ ...base, ...own, ...(statuses === undefined ? {} : { statuses }) });
+    return this.#base.with({ ...base, ...own, ...(statuses === undefined ? {} : { statuses }) });
   }
 
   intercept(context: ExecutionContext, next: CallHandler): Observable<unknown> {
-    const idem = context.getType() === 'http' ? this.coordinatorOf(context) : false;
+    const idem = context.getType() === 'http' ? this.#coordinatorOf(context) : false;
     const http = context.switchToHttp();
     const request = http.getRequest<NestHttpRequest>();
     // Taken once: a second module's interceptor (two forRoot imports) passes it on.
@@ -173,8 +191,8 @@ export class IdempotencyInterceptor implements NestInterceptor {
       return next.handle();
     request.idempotency = null;
     const response = http.getResponse<ServerResponse | { raw: ServerResponse }>();
-    const options = this.options;
-    const handedOver = this.handedOver;
+    const options = this.#options;
+    const handedOver = this.#handedOver;
     return new Observable(
       (subscriber) => new Interception(idem, options, handedOver, request, response, next, subscriber),
     );

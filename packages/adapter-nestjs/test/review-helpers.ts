@@ -16,12 +16,18 @@ export async function closeApps(): Promise<void> {
 export async function startApp(
   platform: Platform,
   AppModule: new (...args: never[]) => unknown,
-  opts: { rawBody?: boolean; setup?: (app: INestApplication) => void } = {},
+  opts: {
+    rawBody?: boolean;
+    setup?: (app: INestApplication) => void;
+    /** Nest's `instrument` option (an `instanceDecorator` that wraps every provider, say). */
+    instrument?: { instanceDecorator: (instance: unknown) => unknown };
+  } = {},
 ) {
   const adapter = platform === 'express' ? new ExpressAdapter() : new FastifyAdapter();
   const app = await NestFactory.create(AppModule, adapter as never, {
     logger: false,
     rawBody: opts.rawBody ?? true,
+    ...(opts.instrument === undefined ? {} : { instrument: opts.instrument }),
   });
   opts.setup?.(app);
   await app.listen(0, '127.0.0.1');

@@ -65,6 +65,31 @@ describe.each(platforms)('wiring on platform-%s', (platform) => {
     expect(runs).toBe(1);
   });
 
+  test('providers wrapped in a proxy by an instance decorator (the `instrument` option): a keyed request runs once and replays', async () => {
+    runs = 0;
+    let wrapped = 0;
+    @Module({ imports: [IdempotencyModule.forRoot({ store: createMemoryStore() })], controllers: [C] })
+    class AppModule {}
+    const { url } = await startApp(platform, AppModule, {
+      instrument: {
+        instanceDecorator: (instance) => {
+          if (!(instance instanceof IdempotencyInterceptor)) return instance;
+          wrapped++;
+          return new Proxy(instance, {});
+        },
+      },
+    });
+    expect(wrapped).toBeGreaterThan(0);
+    const key = v7();
+    const first = await post(`${url}/work`, key);
+    expect(first.status).toBe(201);
+    const retry = await post(`${url}/work`, key);
+    expect(retry.status).toBe(201);
+    expect(retry.headers.get('idempotent-replayed')).toBe('true');
+    expect(await retry.json()).toEqual(await first.json());
+    expect(runs).toBe(1);
+  });
+
   test('two forRoot imports over one store: a keyed request is not refused by the other interceptor', async () => {
     runs = 0;
     const store = createMemoryStore();
