@@ -105,9 +105,8 @@ type Holding = { [INTERCEPTOR]: Interceptor };
  * the layer the Express and Fastify adapters share, answers a replay or a refusal itself (the handler does not
  * run), and otherwise settles the key by what is written to the response.
  *
- * Its state and its work are an undecorated class's ({@link Interceptor}), held under a symbol. The build lowers
- * every `#` member of a class with Nest's (legacy) decorators to a WeakMap, each read to a lookup in it on every
- * request; named fields would show in `Object.keys` and meet a subclass's own; a symbol does neither, and reads
+ * Its state and its work are an undecorated class's, held under a symbol. The build lowers every `#` member of a
+ * class with Nest's (legacy) decorators to a WeakMap or WeakSet, each use to a lookup in it on every request; named fields would show in `Object.keys` and meet a subclass's own; a symbol does neither, and reads
  * through a proxy of the instance (Nest's `instanceDecorator`) as well.
  */
 @Injectable()
