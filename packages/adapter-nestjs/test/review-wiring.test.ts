@@ -179,6 +179,33 @@ describe('non-HTTP contexts', () => {
   );
 });
 
+describe('the interceptor reached other than as Nest made it', () => {
+  /** An HTTP context of a GET (not covered): the interceptor looks up the handler's coordinator, then passes. */
+  const getContext = () => {
+    const handler = () => undefined;
+    return {
+      getType: () => 'http',
+      getHandler: () => handler,
+      getClass: () => C,
+      switchToHttp: () => ({ getRequest: () => ({ method: 'GET', headers: {} }), getResponse: () => ({}) }),
+    } as unknown as ExecutionContext;
+  };
+  const made = () => new IdempotencyInterceptor({ store: createMemoryStore() }, new Reflector());
+
+  test.each([
+    ['a proxy of it', (interceptor: IdempotencyInterceptor) => new Proxy(interceptor, {})],
+    // What Nest's injector does for a provider whose constructor takes a forward reference.
+    [
+      'a copy of its own properties',
+      (interceptor: IdempotencyInterceptor) =>
+        Object.assign(Object.create(IdempotencyInterceptor.prototype), interceptor) as IdempotencyInterceptor,
+    ],
+  ])('%s intercepts as it does', async (_name, reach) => {
+    const out = await lastValueFrom(reach(made()).intercept(getContext(), { handle: () => of('ok') }));
+    expect(out).toBe('ok');
+  });
+});
+
 /** The SQLite store the shared suites use (a fresh in-memory database). */
 async function sqliteStore(): Promise<IdempotencyStore> {
   const make = stores['SQLite (store-sql)'];
