@@ -106,8 +106,9 @@ type Holding = { [INTERCEPTOR]: Interceptor };
  * run), and otherwise settles the key by what is written to the response.
  *
  * Its state and its work are an undecorated class's, held under a symbol. The build lowers every `#` member of a
- * class with Nest's (legacy) decorators to a WeakMap or WeakSet, each use to a lookup in it on every request; named fields would show in `Object.keys` and meet a subclass's own; a symbol does neither, and reads
- * through a proxy of the instance (Nest's `instanceDecorator`) as well.
+ * class with Nest's (legacy) decorators to a WeakMap or WeakSet, each use to a lookup in it on every request, and
+ * such members fail when Nest calls the instance through a proxy (`instanceDecorator`) or a copy of it; named
+ * fields would show in `Object.keys` and meet a subclass's own. A symbol does neither, and reads through both.
  */
 @Injectable()
 export class IdempotencyInterceptor implements NestInterceptor {
