@@ -89,10 +89,8 @@ function routeOf(request: NestHttpRequest): string {
  * `UNSEEN_BODY` (answered 415 before anything is reserved).
  */
 function bodyOf(request: NestHttpRequest): unknown {
-  const { rawBody } = request;
-  if (Buffer.isBuffer(rawBody)) return rawBody; // (`rawBody: true`: no need to ask whether the body was read)
   const ended = request.raw?.readableEnded ?? request.readableEnded;
-  return bodyOfParsed(request.headers, ended, rawBody, request.body);
+  return bodyOfParsed(request.headers, ended, request.rawBody, request.body);
 }
 
 /** Where the interceptor keeps its {@link Interceptor}: a symbol, so that no field of a subclass meets it. */
