@@ -1,6 +1,5 @@
 import { sendReplay } from '@idem/adapter-fastify';
 import type { LeasedExecution, TransactionalExecution, WholeResponse } from '@idem/core';
-import { sql } from 'drizzle-orm';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { IcebergError, retryLater } from '../catalog/iceberg-error.js';
 import type { CatalogDatabase } from '../database/catalog-database.js';
@@ -11,22 +10,23 @@ import { toIcebergError } from '../http/errors.js';
 import type { LeaseControl } from './lease.js';
 import { storedAnswer } from './stored-answer.js';
 
+/** A refusal of the keyed work (a 409 when the table changed, a 404): thrown out of the transaction, which rolls back. */
+class Refused {
+  constructor(readonly answer: Answer) {}
+}
+
 /**
- * The answer of `work` under a reserved key, a refusal it throws included (a 409 when the table changed, a 404):
- * the work is undone to a savepoint and the refusal is answered and finalized in the transaction like any
- * answer. So the key's record commits with the answer the client gets, or the client gets a retryable 503;
- * a refusal is never sent first and stored after, when the key may belong to another request already.
- * Faults (5xx) roll the whole transaction back, the reservation with it.
+ * `work` under a reserved key: its answer, or a refusal it throws carried out as {@link Refused}, so that the
+ * transaction rolls back everything (the reservation with it: no savepoint, no statement for it) and the refusal
+ * is stored after, before it is sent ({@link storeRefusal}). Faults (5xx) are thrown as they are.
  */
-async function answerOf(tx: Executor, work: (tx: Executor) => Promise<Answer>): Promise<Answer> {
-  await tx.run(sql`SAVEPOINT catalog_work`);
+async function refusing(tx: Executor, work: (tx: Executor) => Promise<Answer>): Promise<Answer> {
   try {
     return await work(tx);
   } catch (error) {
     const refusal = error instanceof IcebergError ? error : toIcebergError(error);
     if (refusal.code >= 500) throw error;
-    await tx.run(sql`ROLLBACK TO SAVEPOINT catalog_work`);
-    return { status: refusal.code, body: refusal.toJSON() };
+    throw new Refused({ status: refusal.code, body: refusal.toJSON() });
   }
 }
 
@@ -57,7 +57,7 @@ export async function mutate(
 /**
  * The mutation and its key in one transaction: the key is reserved there first (a duplicate waits on its row
  * until this transaction ends, then replays), the change is made, and the answer is finalized; all commit
- * together, or nothing does.
+ * together, or nothing does. A refusal of the change rolls it all back and is stored after ({@link storeRefusal}).
  */
 async function inTransaction(
   reply: FastifyReply,
@@ -80,7 +80,7 @@ async function inTransaction(
         replay = reservation;
         return reservation;
       }
-      const answer = execution === undefined ? await work(tx) : await answerOf(tx, work);
+      const answer = execution === undefined ? await work(tx) : await refusing(tx, work);
       // Rendered once (metadata can be megabytes), for the client and for the record.
       const rendered = render(answer);
       if (
@@ -104,6 +104,8 @@ async function inTransaction(
         );
         return replay;
       }
+      if (error instanceof Refused && execution !== undefined)
+        return { action: 'refused' as const, execution, answer: error.answer };
       // With a key, a commit of unknown outcome is safe to retry: the retry replays what committed (the answer
       // committed with the work) or runs what did not. Without one it stays CommitStateUnknown (500).
       if (execution !== undefined && error instanceof CommitOutcomeUnknown)
@@ -115,8 +117,28 @@ async function inTransaction(
     });
   // Replayed through the adapter, as the plugin replays: one writer of replays.
   if (outcome.action === 'replay') return sendReplay(reply, outcome.response);
+  if (outcome.action === 'refused') return storeRefusal(reply, outcome.execution, outcome.answer);
   await afterCommit?.();
   return sendRendered(reply, outcome.rendered);
+}
+
+/**
+ * A refusal of keyed work whose transaction rolled back, the reservation with it: stored now, the key reserved
+ * afresh (`finish` after a rollback), and sent only once it is the key's answer. A duplicate that waited on the
+ * reservation's row may have taken the key meanwhile and run the work itself: its answer is the key's, and this
+ * request answers a retryable 503, whose retry replays it. So a refusal is never sent unless stored (or the
+ * finalization rule releases its status), and never stored under a key that is another request's.
+ */
+async function storeRefusal(
+  reply: FastifyReply,
+  execution: TransactionalExecution<FastifyRequest>,
+  answer: Answer,
+) {
+  const rendered = render(answer);
+  const outcome = await execution.finish(storedAnswer(answer, rendered, execution.maxBodyBytes));
+  if (outcome !== 'finalized' && outcome !== 'released')
+    throw retryLater('the refusal could not be stored under the idempotency key; retry with the same key');
+  return sendRendered(reply, rendered);
 }
 
 /**

@@ -1,6 +1,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import type { IdempotencyStore, MaybePromise } from '@idem/core';
 import { DEFAULT_TABLE } from '@idem/store-sql';
 import { sql } from 'drizzle-orm';
 import type { FastifyInstance } from 'fastify';
@@ -27,6 +28,16 @@ export interface NodeOptions {
    */
   readonly atBegin?: () => Promise<void>;
   /**
+   * Awaited in every catalog transaction right after the key's reservation there answered (with the catalog's
+   * own store: its row inserted and locked), before the work: a test holds a keyed mutation in flight with it.
+   */
+  readonly afterReserve?: () => Promise<void>;
+  /**
+   * Awaited before each call of the node's store outside a transaction (the read before one, the refusal stored
+   * after its transaction rolled back): one that throws is a store fault there.
+   */
+  readonly beforeStoreCall?: (call: string) => Promise<void>;
+  /**
    * Awaited by every catalog transaction after its work, before its commit (its key reserved, with the catalog's
    * own store its row locked): a test holds a mutation in flight with it.
    */
@@ -52,16 +63,36 @@ export async function startNode(
   const warehouse = mkdtempSync(join(tmpdir(), 'idem-warehouse-'));
   const config = loadConfig({ DATABASE_URL: databaseUrl, WAREHOUSE: warehouse, LOG_LEVEL: 'silent', ...env });
   const db = await openDatabase(config.databaseUrl, databaseOptions(config));
-  const { atBegin, beforeCommit, afterCommit } = options;
+  const { atBegin, afterReserve, beforeCommit, afterCommit, beforeStoreCall } = options;
   const held: CatalogDatabase =
-    atBegin === undefined && beforeCommit === undefined && afterCommit === undefined
+    atBegin === undefined &&
+    afterReserve === undefined &&
+    beforeCommit === undefined &&
+    afterCommit === undefined &&
+    beforeStoreCall === undefined
       ? db
       : {
           ...db,
+          store: beforeStoreCall === undefined ? db.store : storeBehind(db.store, beforeStoreCall),
           transaction: async (body, deadline) => {
             const result = await db.transaction(async (tx) => {
               await atBegin?.();
-              const value = await body(tx);
+              const reserve = tx.idempotency.reserve;
+              const value = await body(
+                afterReserve === undefined
+                  ? tx
+                  : {
+                      ...tx,
+                      idempotency: {
+                        ...tx.idempotency,
+                        reserve: async (params) => {
+                          const found = await reserve(params);
+                          await afterReserve();
+                          return found;
+                        },
+                      },
+                    },
+              );
               await beforeCommit?.();
               return value;
             }, deadline);
@@ -82,6 +113,25 @@ export async function startNode(
       await db.close();
       rmSync(warehouse, { recursive: true, force: true });
     },
+  };
+}
+
+/** `store` with `before` awaited ahead of each of its calls. */
+function storeBehind(store: IdempotencyStore, before: (call: string) => Promise<void>): IdempotencyStore {
+  const behind =
+    <P, R>(name: string, call: (params: P) => MaybePromise<R>) =>
+    async (params: P): Promise<R> => {
+      await before(name);
+      return call(params);
+    };
+  return {
+    ...store,
+    reserve: behind('reserve', (params) => store.reserve(params)),
+    load: behind('load', (params) => store.load(params)),
+    finalize: behind('finalize', (params) => store.finalize(params)),
+    release: behind('release', (params) => store.release(params)),
+    renewLease: behind('renewLease', (params) => store.renewLease(params)),
+    purgeExpired: behind('purgeExpired', (params) => store.purgeExpired(params)),
   };
 }
 
