@@ -166,30 +166,34 @@ export async function commitTables({
   for (const { table } of ordered) prepared.push(await prepareCommit(tx, prefix, table));
   const texts = prepared.map((change) => warehouse.encode(change.next));
   const written: WrittenCommit[] = [];
-  for (const [i, change] of prepared.entries()) {
-    const { metadataLocation, path } = await warehouse.writeMetadata(
-      change.next.location,
-      change.version,
-      texts[i] as string,
-    );
-    written.push({ ...change, metadataLocation, path, text: texts[i] as string });
-  }
-  for (const change of written) {
-    // Locked above: the pointer is still where the requirements were checked.
-    const swapped = await repo.swapEntity(
-      tx,
-      { prefix, namespace: change.key, name: change.name },
-      change.expectedLocation,
-      {
-        kind: 'table',
-        metadataLocation: change.metadataLocation,
-        metadata: change.next,
-        text: change.text,
-        path: change.path,
-      },
-    );
-    if (!swapped) throw new ConcurrentChange(change.label);
-  }
+  const files = () => written.map((change) => change.metadataLocation);
+  // A later table's file that cannot be written, or a pointer the database refuses: the files written so far go.
+  await unwrittenOnFailure(warehouse, files, async () => {
+    for (const [i, change] of prepared.entries()) {
+      const { metadataLocation, path } = await warehouse.writeMetadata(
+        change.next.location,
+        change.version,
+        texts[i] as string,
+      );
+      written.push({ ...change, metadataLocation, path, text: texts[i] as string });
+    }
+    for (const change of written) {
+      // Locked above: the pointer is still where the requirements were checked.
+      const swapped = await repo.swapEntity(
+        tx,
+        { prefix, namespace: change.key, name: change.name },
+        change.expectedLocation,
+        {
+          kind: 'table',
+          metadataLocation: change.metadataLocation,
+          metadata: change.next,
+          text: change.text,
+          path: change.path,
+        },
+      );
+      if (!swapped) throw new ConcurrentChange(change.label);
+    }
+  });
   const expired: string[] = [];
   for (const change of written) expired.push(...(await ownFiles(tx, warehouse, prefix, change)));
   const changes: WrittenCommit[] = [];
@@ -198,10 +202,30 @@ export async function commitTables({
 }
 
 /**
- * Delete the files a committed commit's logs let go of ({@link CommittedTables.expired}). The commit stands
- * whatever happens here: a file that cannot be deleted is told to `onFailure` and left.
+ * `then`, after metadata files were written for a change that has not committed (`files`: those written so far):
+ * when it fails (a name taken meanwhile, a value the database refuses, a later file that cannot be written, a
+ * fault), the files are removed again, so that a change that did not commit leaves none behind. Nothing refers to
+ * them: the transaction that would have rolls back. Only for files the catalog wrote, never a registered one.
  */
-export async function removeExpired(
+export async function unwrittenOnFailure<T>(
+  warehouse: Warehouse,
+  files: () => readonly string[],
+  then: () => Promise<T>,
+): Promise<T> {
+  try {
+    return await then();
+  } catch (error) {
+    await removeFiles(warehouse, files(), () => {});
+    throw error;
+  }
+}
+
+/**
+ * Delete metadata files: those a committed commit's logs let go of ({@link CommittedTables.expired}), or those of
+ * a change that did not commit. What was done stands whatever happens here: a file that cannot be deleted is told
+ * to `onFailure` and left.
+ */
+export async function removeFiles(
   warehouse: Warehouse,
   files: readonly string[],
   onFailure: (error: unknown, file: string) => void,

@@ -9,8 +9,10 @@ import {
 import { ancestorsOf } from '../catalog/paths.js';
 import * as repo from '../catalog/repository.js';
 import { SEPARATOR } from '../catalog/repository.js';
+import { unwrittenOnFailure } from '../catalog/table-commit.js';
 import { newTableMetadata } from '../catalog/table-metadata.js';
-import { metadataAnswer, send } from '../http/answer.js';
+import type { Executor } from '../database/executor.js';
+import { metadataAnswer } from '../http/answer.js';
 import { mutate } from '../idempotency/mutate.js';
 import { registration, renameHandler } from './entity-ops.js';
 import {
@@ -151,9 +153,12 @@ const routes: FastifyPluginAsync<CatalogRouteOptions> = async (app, { db, wareho
       typeof input.location === 'string' ? input.location : warehouse.defaultLocation(prefix, parts, name);
     const metadata = newTableMetadata(input, location, nowMs);
     if (input['stage-create'] === true) {
-      // Staged: nothing is committed; the client commits later with assert-create.
-      await requireNamespace(db.until(request.deadline), prefix, key);
-      return send(reply, { status: 200, body: { metadata, config: {} } });
+      // Staged: nothing is committed; the client commits later with assert-create. Its answer is the key's as any
+      // mutation's is, so that a retry gets the same staged table (its UUID, its location).
+      return mutate(reply, db, async (tx) => {
+        await requireNamespace(tx, prefix, key);
+        return { status: 200, body: { metadata, config: {} } };
+      });
     }
     return mutate(reply, db, async (tx) => {
       // Share-locked until the table is in: a concurrent drop of the namespace waits, then finds it not empty.
@@ -164,18 +169,23 @@ const routes: FastifyPluginAsync<CatalogRouteOptions> = async (app, { db, wareho
       const text = warehouse.encode(metadata);
       const { metadataLocation, path } = await warehouse.writeMetadata(location, 0, text);
       const entity = { kind: 'table' as const, metadataLocation, metadata, text, path };
-      await repo.insertEntity(tx, { prefix, namespace: key, name }, entity);
+      // A concurrent create of the name that committed first: its 409 leaves no file of this one's behind.
+      await unwrittenOnFailure(
+        warehouse,
+        () => [metadataLocation],
+        () => repo.insertEntity(tx, { prefix, namespace: key, name }, entity),
+      );
       return loadAnswer(entity);
     });
   });
 
-  const loadTable = async (request: FastifyRequest) => {
+  /** The table a request names, read on `on` (the database, or a mutation's transaction). */
+  const loadTable = async (request: FastifyRequest, on: Executor = db.until(request.deadline)) => {
     const { prefix, parts, key } = namespaceOf(request);
     const table = (request.params as Params).table as string;
-    const entity = await repo.getEntity(db.until(request.deadline), { prefix, namespace: key, name: table });
+    const entity = await repo.getEntity(on, { prefix, namespace: key, name: table });
     if (entity === undefined || entity.kind !== 'table') {
-      if ((await repo.getNamespace(db.until(request.deadline), prefix, key)) === undefined)
-        throw noSuchNamespace(parts.join('.'));
+      if ((await repo.getNamespace(on, prefix, key)) === undefined) throw noSuchNamespace(parts.join('.'));
       throw noSuchTable([...parts, table].join('.'));
     }
     return entity;
@@ -267,10 +277,13 @@ const routes: FastifyPluginAsync<CatalogRouteOptions> = async (app, { db, wareho
 
   app.post('/tables/rename', renameHandler(db, 'table'));
 
-  app.post('/namespaces/:namespace/tables/:table/metrics', async (request, reply) => {
-    await loadTable(request);
-    return reply.code(204).send();
-  });
+  // Nothing is kept of a report; keyed, its answer is the key's all the same (a key reused for it is refused).
+  app.post('/namespaces/:namespace/tables/:table/metrics', async (request, reply) =>
+    mutate(reply, db, async (tx) => {
+      await loadTable(request, tx);
+      return { status: 204 };
+    }),
+  );
 };
 
 /** The namespace and table routes, under one path prefix. */

@@ -3,7 +3,7 @@ import { badRequest } from '../catalog/iceberg-error.js';
 import { MAX_TABLE_CHANGES } from '../catalog/limits.js';
 import {
   commitTables,
-  removeExpired,
+  removeFiles,
   type TableCommit,
   tableKey,
   type WrittenCommit,
@@ -42,7 +42,7 @@ async function commit({ reply, db, warehouse, prefix, commits, answer }: CommitR
       return answer(committed.changes);
     },
     () =>
-      removeExpired(warehouse, expired, (error, file) =>
+      removeFiles(warehouse, expired, (error, file) =>
         reply.request.log.warn({ err: error, file }, 'old metadata file not deleted'),
       ),
   );

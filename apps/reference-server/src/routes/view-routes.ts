@@ -7,6 +7,7 @@ import {
   noSuchView,
 } from '../catalog/iceberg-error.js';
 import * as repo from '../catalog/repository.js';
+import { unwrittenOnFailure } from '../catalog/table-commit.js';
 import {
   applyViewUpdates,
   checkViewRequirements,
@@ -30,12 +31,15 @@ const viewName = (request: FastifyRequest) => (request.params as { view: string 
 const routes: FastifyPluginAsync<CatalogRouteOptions> = async (app, { db, warehouse }) => {
   /**
    * Create a view where nothing of that name exists yet (create and register-view); `entity` is made once the
-   * key is reserved and the name found free, so that a retry that replays writes nothing.
+   * key is reserved and the name found free, so that a retry that replays writes nothing. `written`: its
+   * metadata file is the catalog's own, written by `entity` (a create, not a registration), and removed again
+   * when the insert fails.
    */
   const insertView = (
     reply: FastifyReply,
     at: { prefix: string; parts: string[]; key: string; name: string },
     entity: () => Promise<repo.NewEntity>,
+    written: boolean,
   ) =>
     mutate(reply, db, async (tx) => {
       // Share-locked until the view is in: a concurrent drop of the namespace waits, then finds it not empty.
@@ -44,7 +48,10 @@ const routes: FastifyPluginAsync<CatalogRouteOptions> = async (app, { db, wareho
         throw alreadyExists(`View ${[...at.parts, at.name].join('.')}`);
       }
       const made = await entity();
-      await repo.insertEntity(tx, { prefix: at.prefix, namespace: at.key, name: at.name }, made);
+      const insert = () =>
+        repo.insertEntity(tx, { prefix: at.prefix, namespace: at.key, name: at.name }, made);
+      // A concurrent create of the name that committed first: its 409 leaves no file of this one's behind.
+      await (written ? unwrittenOnFailure(warehouse, () => [made.metadataLocation], insert) : insert());
       return loadAnswer(made);
     });
 
@@ -64,11 +71,16 @@ const routes: FastifyPluginAsync<CatalogRouteOptions> = async (app, { db, wareho
     const location =
       typeof input.location === 'string' ? input.location : warehouse.defaultLocation(prefix, parts, name);
     const metadata = newViewMetadata(input, location, Date.now());
-    return insertView(reply, { prefix, parts, key, name }, async () => {
-      const text = warehouse.encode(metadata);
-      const { metadataLocation, path } = await warehouse.writeMetadata(location, 0, text);
-      return { kind: 'view', metadataLocation, metadata, text, path };
-    });
+    return insertView(
+      reply,
+      { prefix, parts, key, name },
+      async () => {
+        const text = warehouse.encode(metadata);
+        const { metadataLocation, path } = await warehouse.writeMetadata(location, 0, text);
+        return { kind: 'view', metadataLocation, metadata, text, path };
+      },
+      true,
+    );
   });
 
   const loadView = async (request: FastifyRequest) => {
@@ -115,9 +127,16 @@ const routes: FastifyPluginAsync<CatalogRouteOptions> = async (app, { db, wareho
         text,
       );
       const entity = { kind: 'view' as const, metadataLocation, metadata: next, text, path };
-      if (!(await repo.swapEntity(tx, { prefix, namespace: key, name }, current.metadataLocation, entity))) {
-        throw commitFailed('the view changed concurrently; refresh and retry');
-      }
+      await unwrittenOnFailure(
+        warehouse,
+        () => [metadataLocation],
+        async () => {
+          if (
+            !(await repo.swapEntity(tx, { prefix, namespace: key, name }, current.metadataLocation, entity))
+          )
+            throw commitFailed('the view changed concurrently; refresh and retry');
+        },
+      );
       return loadAnswer(entity);
     });
   });
@@ -137,10 +156,15 @@ const routes: FastifyPluginAsync<CatalogRouteOptions> = async (app, { db, wareho
   app.post('/namespaces/:namespace/register-view', async (request, reply) => {
     const { prefix, parts, key } = namespaceOf(request);
     const { name, metadataLocation, read } = registration(request, warehouse, 'view');
-    return insertView(reply, { prefix, parts, key, name }, async () => {
-      const { metadata, path } = await read();
-      return { kind: 'view', metadataLocation, metadata, text: warehouse.encode(metadata), path };
-    });
+    return insertView(
+      reply,
+      { prefix, parts, key, name },
+      async () => {
+        const { metadata, path } = await read();
+        return { kind: 'view', metadataLocation, metadata, text: warehouse.encode(metadata), path };
+      },
+      false,
+    );
   });
 };
 
