@@ -13,6 +13,7 @@ import {
 } from '@idem/core';
 import cliProgress from 'cli-progress';
 import { CliError, ExitCode } from './cli-error.js';
+import { escapeValue, shownValue } from './escape.js';
 import type { OpenedStore } from './open-store.js';
 import {
   type Colors,
@@ -22,7 +23,7 @@ import {
   humanDuration,
   humanTime,
   type Io,
-  inert,
+  inertBody,
   stateText,
   table,
 } from './output.js';
@@ -54,8 +55,9 @@ const refOf = (options: { key: string; scope: string }): RecordRef => ({
   key: normalizeKey(options.key),
 });
 
+/** A record's key and scope as a message names them: as `idem` shows them everywhere, the scope quoted. */
 const describeRef = ({ scope, key }: RecordRef): string =>
-  scope === '' ? `key ${inert(key)}` : `key ${inert(key)} in scope ${inert(JSON.stringify(scope))}`;
+  scope === '' ? `key ${shownValue(key)}` : `key ${shownValue(key)} in scope "${shownValue(scope)}"`;
 
 /** A record as `--json` shows it: times as ms and ISO, the body (when read) as base64 and, if it is, UTF-8. */
 function recordJson(record: IdempotencyRecord | ListedRecord, nowMs: number, withBody: boolean) {
@@ -123,12 +125,15 @@ export async function inspect(
   const { colors, nowMs } = ctx;
   const state = recordStateAt(record, nowMs);
   const rows: [string, string][] = [
-    ['key', inert(record.key)],
-    ['scope', record.scope === '' ? colors.dim("'' (the default scope)") : inert(record.scope)],
+    ['key', shownValue(record.key)],
+    [
+      'scope',
+      record.scope === '' ? colors.dim(`${shownValue('')} (the default scope)`) : shownValue(record.scope),
+    ],
     ['state', stateText(state, colors)],
     ['created', humanTime(record.createdAtMs, nowMs)],
     ['expires', humanTime(record.expiresAtMs, nowMs)],
-    ['fingerprint', inert(record.fingerprint)],
+    ['fingerprint', escapeValue(record.fingerprint)],
   ];
   const { response } = record;
   if (response === null) {
@@ -137,10 +142,10 @@ export async function inspect(
       'lease',
       `${humanTime(record.leaseUntilMs, nowMs)}${lapsed ? colors.red(' lapsed: the next retry takes the key over') : ''}`,
     ]);
-    rows.push(['owner', inert(record.owner ?? '')]);
+    rows.push(['owner', escapeValue(record.owner ?? '')]);
   } else {
     rows.push(['status', String(response.status)]);
-    const headers = Object.entries(response.headers).map(([name, value]) => inert(`${name}: ${value}`));
+    const headers = Object.entries(response.headers).map(([name, value]) => escapeValue(`${name}: ${value}`));
     rows.push(['headers', headers.length === 0 ? colors.dim('none') : headers.join('\n')]);
     const bytes = bodyBytesOf(record);
     rows.push([
@@ -157,7 +162,7 @@ export async function inspect(
     const bytes = Buffer.from(response.body);
     ctx.out(
       isUtf8(bytes)
-        ? `\n${inert(bytes.toString('utf8'), true)}\n`
+        ? `\n${inertBody(bytes.toString('utf8'))}\n`
         : `\n${colors.dim('binary, as base64:')}\n${bytes.toString('base64')}\n`,
     );
   }
@@ -273,8 +278,8 @@ export async function list(
       const bytes = bodyBytesOf(record);
       return [
         stateText(state, colors),
-        record.scope === '' ? colors.dim("''") : inert(record.scope),
-        inert(record.key),
+        record.scope === '' ? colors.dim(shownValue('')) : shownValue(record.scope),
+        shownValue(record.key),
         record.response === null ? colors.dim('-') : String(record.response.status),
         new Date(record.createdAtMs).toISOString(),
         state === 'expired'

@@ -1,5 +1,6 @@
 import pc from 'picocolors';
 import stringWidth from 'string-width';
+import { escapeValue } from './escape.js';
 
 /** Where the command writes, and what kind of reader is on the other end. */
 export interface Io {
@@ -56,28 +57,21 @@ export function humanBytes(bytes: number): string {
 
 export const count = (n: number): string => n.toLocaleString('en-US');
 
-// C0 controls, DEL, C1 controls (U+009B is a CSI by itself) and the bidi overrides: what a stored scope, key,
-// header or body would use to rewrite the operator's terminal (clear it, retitle it, plant a link, move the
-// cursor back over a line) or to hide text from them. Their values come from whoever sent the request.
-// biome-ignore lint/suspicious/noControlCharactersInRegex: these are the characters escaped.
-const CONTROL = /[\u0000-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/g;
+// What a stored body could rewrite the operator's terminal with (clear it, retitle it, plant a link, move the
+// cursor back over a line) or hide text behind: C0 controls but its own line breaks and tabs, DEL, C1 controls
+// (U+009B is a CSI by itself) and the bidi overrides. A scope, key or header is escaped whole instead
+// (escape.ts): those are one line, and the operator gives a scope or key back.
 const CONTROL_IN_LINES =
   // biome-ignore lint/suspicious/noControlCharactersInRegex: these are the characters escaped.
   /\r(?!\n)|[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/g;
-const ESCAPES: Record<string, string> = { '\n': '\\n', '\r': '\\r', '\t': '\\t' };
 
 /**
- * A stored value as inert text for a terminal: each control character written as its escape (`\x1b`, `\r`,
- * `\u202e`). `lines`: a body's own line breaks and tabs stay. `--json` shows values exactly instead.
+ * A stored body as inert text for a terminal: its line breaks, tabs and backslashes as they are (a JSON body
+ * stays readable), every other control character written as {@link escapeValue} writes it (`\x1b`, `\r`,
+ * `\u202e`). `--json` shows it exactly instead.
  */
-export function inert(text: string, lines = false): string {
-  return text.replace(lines ? CONTROL_IN_LINES : CONTROL, (char) => {
-    const code = char.charCodeAt(0);
-    return (
-      ESCAPES[char] ?? (code < 0x100 ? `\\x${code.toString(16).padStart(2, '0')}` : `\\u${code.toString(16)}`)
-    );
-  });
-}
+export const inertBody = (text: string): string =>
+  text.replace(CONTROL_IN_LINES, (char) => escapeValue(char));
 
 /** `label  value` lines, the labels padded to one width. */
 export function fields(rows: readonly (readonly [string, string])[], colors: Colors): string {

@@ -3,6 +3,7 @@ import { Command, CommanderError, InvalidArgumentError, Option } from 'commander
 import { CliError, ExitCode } from './cli-error.js';
 import * as commands from './commands.js';
 import { describeError } from './describe-error.js';
+import { EscapeError, readValue } from './escape.js';
 import { type OpenedStore, openStore, usableOption } from './open-store.js';
 import { colorsFor, type Io } from './output.js';
 import { maskerOf, parseStoreUrl, type StoreUrl } from './store-url.js';
@@ -34,7 +35,32 @@ interface StoreOptions {
   table?: string;
   prefix?: string;
   timeout: number;
+  /** `--scope` and `--key`, of the commands that take them. */
+  scope?: string;
+  key?: string;
 }
+
+/** A scope or key from the command line: as `idem` shows it (escapes read back), or raw. */
+function readOption(option: string, text: string): string {
+  try {
+    return readValue(text);
+  } catch (error) {
+    if (error instanceof EscapeError) throw new CliError(`${option}: ${error.message}`, ExitCode.Usage);
+    throw error;
+  }
+}
+
+/** The options with their `--scope` and `--key` read back ({@link readOption}). */
+const readValues = <O extends StoreOptions>(options: O): O => ({
+  ...options,
+  ...(options.scope === undefined ? {} : { scope: readOption('--scope', options.scope) }),
+  ...(options.key === undefined ? {} : { key: readOption('--key', options.key) }),
+});
+
+/** How a scope or key is written on the command line, for every command's help. */
+const VALUE_HELP =
+  'A scope or key is written as idem shows it: \\\\ for a backslash, \\n \\r \\t \\xHH \\uHHHH for a control\n' +
+  "character (or the character itself), '' for the empty scope. --json shows them as stored.";
 
 /** The options every store command takes. */
 function storeCommand(program: Command, name: string, summary: string): Command {
@@ -91,7 +117,9 @@ export async function run(argv: readonly string[], io: Io): Promise<ExitCode> {
       body: (ctx: commands.Context, options: O) => Promise<ExitCode>,
       openOptions: { createFile?: boolean; connect?: (options: O) => boolean } = {},
     ) =>
-    async (url: string | undefined, options: O) => {
+    async (url: string | undefined, given: O) => {
+      // Before connecting: a scope or key that cannot be read is the operator's to fix, whatever the store does.
+      const options = readValues(given);
       target = parseStoreUrl(urlText(url));
       table = options.table ?? table;
       let opened: OpenedStore | undefined;
@@ -153,7 +181,12 @@ export async function run(argv: readonly string[], io: Io): Promise<ExitCode> {
   const recordOptions = (command: Command) =>
     command
       .requiredOption('-k, --key <key>', 'the Idempotency-Key (a UUIDv7 in any case, quoted or not)')
-      .option('-s, --scope <scope>', "the key's scope ('' is the coordinator's default)", '');
+      .option(
+        '-s, --scope <scope>',
+        "the key's scope, as idem shows it ('' is the coordinator's default)",
+        '',
+      )
+      .addHelpText('after', `\n${VALUE_HELP}`);
 
   recordOptions(
     storeCommand(program, 'inspect', 'show one record: state, times, lease, owner, status, headers'),
@@ -176,7 +209,8 @@ export async function run(argv: readonly string[], io: Io): Promise<ExitCode> {
     );
 
   storeCommand(program, 'list', 'list records, oldest scope and key first')
-    .option('-s, --scope <scope>', 'only this scope')
+    .option('-s, --scope <scope>', 'only this scope, as idem shows it')
+    .addHelpText('after', `\n${VALUE_HELP}`)
     .addOption(
       new Option('--state <state>', 'only records in this state').choices([
         'in-flight',
@@ -198,7 +232,8 @@ export async function run(argv: readonly string[], io: Io): Promise<ExitCode> {
     );
 
   storeCommand(program, 'stats', 'count records by state; the oldest in-flight record')
-    .option('-s, --scope <scope>', 'only this scope')
+    .option('-s, --scope <scope>', 'only this scope, as idem shows it')
+    .addHelpText('after', `\n${VALUE_HELP}`)
     .action(withStore((ctx, options: StoreOptions & { scope?: string }) => commands.stats(ctx, options)));
 
   storeCommand(program, 'purge', 'delete expired records, in batches')
