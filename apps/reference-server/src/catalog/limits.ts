@@ -20,6 +20,18 @@ export const MAX_PRINCIPAL_CHARS = 126;
  * warehouse directory too long to leave room for the longest default location).
  */
 export const MAX_LOCATION_BYTES = 2048;
+/**
+ * What the catalog appends to a table's or view's location to name a metadata file it writes there:
+ * `/metadata/<version>-<uuid>.metadata.json`, 77 bytes with a version of 16 digits (a safe integer's most),
+ * rounded up to leave room.
+ */
+export const METADATA_FILE_BYTES = 128;
+/**
+ * A table's or view's own location, as the local path it names: the location limit less the room for the
+ * metadata files the catalog writes under it, so that every metadata-location it answers is a location it takes
+ * back (register).
+ */
+export const MAX_ENTITY_LOCATION_BYTES = MAX_LOCATION_BYTES - METADATA_FILE_BYTES;
 /** The text of a location: a path of MAX_LOCATION_BYTES, every byte percent-escaped, in a `file://` URL. */
 export const MAX_LOCATION_TEXT_BYTES = 3 * MAX_LOCATION_BYTES + 32;
 /** Nesting of a JSON request body. Real Iceberg schemas nest a few dozen levels; validating is recursive. */
@@ -125,6 +137,15 @@ export function localPathProblem(path: string): string | undefined {
   if (bytes(path) > MAX_LOCATION_BYTES)
     return `must name a path of at most ${MAX_LOCATION_BYTES} bytes in UTF-8`;
   return textProblem(path);
+}
+/**
+ * Why the local path of a table's or view's location (escapes decoded, normalised) cannot be one, or undefined:
+ * {@link localPathProblem}, with room left for the metadata files the catalog writes under it.
+ */
+export function entityLocationProblem(path: string): string | undefined {
+  if (bytes(path) > MAX_ENTITY_LOCATION_BYTES)
+    return `must name a path of at most ${MAX_ENTITY_LOCATION_BYTES} bytes in UTF-8 (the location limit, ${MAX_LOCATION_BYTES}, less ${METADATA_FILE_BYTES} for the names of the metadata files written under it)`;
+  return localPathProblem(path);
 }
 /** A raw (percent-encoded) path parameter: a namespace of MAX_NAMESPACE_BYTES takes up to 3 characters a byte. */
 export const MAX_PATH_PARAMETER_CHARS = 4096;

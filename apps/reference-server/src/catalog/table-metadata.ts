@@ -1,8 +1,15 @@
 import { randomUUID } from 'node:crypto';
 import { badRequest, commitFailed } from './iceberg-error.js';
 import { idsOf } from './id-set.js';
-import { MAX_PARTITION_SPECS, MAX_SCHEMAS, MAX_SORT_ORDERS } from './limits.js';
+import {
+  entityLocationProblem,
+  INT32_MAX,
+  MAX_PARTITION_SPECS,
+  MAX_SCHEMAS,
+  MAX_SORT_ORDERS,
+} from './limits.js';
 import { addLongs, isLong, type Long, maxLong, sameLong } from './long.js';
+import { localPath } from './paths.js';
 
 // Table metadata as the Iceberg table spec defines it (format versions 1 and 2; 3 where it costs nothing).
 // Objects stay plain JSON: the catalog stores and returns them as clients sent them, and only reads the
@@ -68,17 +75,53 @@ function stringMap(value: unknown, field: string): Record<string, string> {
   return map as Record<string, string>;
 }
 
+/**
+ * The id after `max`, for an id the catalog assigns as the highest so far plus one (a schema, partition spec,
+ * partition field, sort order or view version id). Every such id is a Java `int` in Iceberg, and the catalog
+ * reads none past int32 back (limits.ts): the update that would need one is refused instead.
+ */
+export function nextId(max: number, what: string): number {
+  if (max >= INT32_MAX)
+    throw badRequest(`no ${what} is left to assign: the next would pass the largest 32-bit integer`);
+  return max + 1;
+}
+
+/**
+ * Every field id of a type, in order: struct fields (and their own types), list element ids, map key and value
+ * ids, at any depth. Ids that are not integers are left out (the request's validation has refused them).
+ */
+function fieldIds(type: unknown, ids: number[] = []): number[] {
+  if (typeof type !== 'object' || type === null) return ids;
+  const node = type as Json;
+  for (const field of Array.isArray(node.fields) ? (node.fields as unknown[]) : []) {
+    if (typeof field !== 'object' || field === null) continue;
+    const { id, type: fieldType } = field as Json;
+    if (Number.isSafeInteger(id)) ids.push(id as number);
+    fieldIds(fieldType, ids);
+  }
+  for (const key of ['element-id', 'key-id', 'value-id'])
+    if (Number.isSafeInteger(node[key])) ids.push(node[key] as number);
+  for (const key of ['element', 'key', 'value']) fieldIds(node[key], ids);
+  return ids;
+}
+
 /** The highest field id in a schema, nested struct, list and map fields included. */
 function maxFieldId(type: unknown): number {
-  if (typeof type !== 'object' || type === null) return 0;
-  const node = type as Json;
   let max = 0;
-  for (const field of (node.fields as Json[] | undefined) ?? []) {
-    max = Math.max(max, Number(field.id ?? 0), maxFieldId(field.type));
-  }
-  for (const key of ['element-id', 'key-id', 'value-id']) max = Math.max(max, Number(node[key] ?? 0));
-  for (const key of ['element', 'key', 'value']) max = Math.max(max, maxFieldId(node[key]));
+  for (const id of fieldIds(type)) if (id > max) max = id;
   return max;
+}
+
+/**
+ * Refuse a schema (table or view) in which two fields share an id, at whatever depth either is (struct fields,
+ * list elements, map keys and values), as Iceberg's own Schema does: an id names one field.
+ */
+export function checkFieldIds(schema: Json, field: string): void {
+  const seen = new Set<number>();
+  for (const id of fieldIds(schema)) {
+    if (seen.has(id)) throw badRequest(`${field} has more than one field with id ${id}`);
+    seen.add(id);
+  }
 }
 
 function checkSchema(schema: unknown, field: string): Json {
@@ -93,27 +136,79 @@ function checkSchema(schema: unknown, field: string): Json {
       throw badRequest(`${field}.fields[${i}].required must be a boolean`);
     if (column.type === undefined) throw badRequest(`${field}.fields[${i}].type is required`);
   }
+  checkFieldIds(value, field);
   return value;
 }
 
-/** Partition fields get ids from 1000 on, as the spec assigns them, unless the client chose them. */
-function withPartitionFieldIds(spec: Json, lastPartitionId: number): { spec: Json; last: number } {
+/**
+ * The field ids a partition spec or sort order may take its sources from. Iceberg's Java TableMetadata.Builder
+ * binds an added spec or sort order (`addPartitionSpec` / `addSortOrder` of an unbound one) to the table's
+ * current schema at that point of the commit (`schemasById.get(currentSchemaId)`), and binding refuses a source
+ * id that schema does not have ("Cannot find source column"); a new table's are bound to its schema. Any field
+ * of the schema counts, nested ones included (Schema.findField).
+ */
+function sourceIdsOf(schema: Json): ReadonlySet<number> {
+  return new Set(fieldIds(schema));
+}
+
+function checkSourceId(field: Json, columns: ReadonlySet<number>, at: string): void {
+  const source = integer(field['source-id'], `${at}.source-id`);
+  if (!columns.has(source))
+    throw badRequest(`${at}.source-id ${source} is no field of the table's current schema`);
+}
+
+/**
+ * Partition fields get ids from 1000 on, as the spec assigns them, unless the client chose them; each field's
+ * source must be a field of `columns` ({@link sourceIdsOf}).
+ */
+function withPartitionFieldIds(
+  spec: Json,
+  lastPartitionId: number,
+  columns: ReadonlySet<number>,
+  label: string,
+): { spec: Json; last: number } {
   let last = lastPartitionId;
   const fields = ((spec.fields as Json[] | undefined) ?? []).map((f, i) => {
-    const field = object(f, `partition-spec.fields[${i}]`);
-    string(field.name, `partition-spec.fields[${i}].name`);
-    string(field.transform, `partition-spec.fields[${i}].transform`);
-    integer(field['source-id'], `partition-spec.fields[${i}].source-id`);
-    const id = field['field-id'] === undefined ? ++last : integer(field['field-id'], 'field-id');
+    const field = object(f, `${label}.fields[${i}]`);
+    string(field.name, `${label}.fields[${i}].name`);
+    string(field.transform, `${label}.fields[${i}].transform`);
+    checkSourceId(field, columns, `${label}.fields[${i}]`);
+    const id =
+      field['field-id'] === undefined
+        ? nextId(last, 'partition field id')
+        : integer(field['field-id'], `${label}.fields[${i}].field-id`);
     last = Math.max(last, id);
     return { ...field, 'field-id': id };
   });
   return { spec: { ...spec, fields }, last };
 }
 
+/** A sort order whose every field's source is a field of `columns` ({@link sourceIdsOf}). */
+function checkSortOrder(order: Json, columns: ReadonlySet<number>, label: string): Json {
+  const fields = order.fields ?? [];
+  if (!Array.isArray(fields)) throw badRequest(`${label}.fields must be an array`);
+  for (const [i, f] of fields.entries())
+    checkSourceId(object(f, `${label}.fields[${i}]`), columns, `${label}.fields[${i}]`);
+  return order;
+}
+
+/**
+ * A table's or view's location (`field` of a request or of a registered file), refused unless it names a local
+ * path of at most MAX_ENTITY_LOCATION_BYTES: the location of every metadata file the catalog writes under it is
+ * then one it takes back (limits.ts). Checked where a location enters metadata (a create, `set-location`, a
+ * registration), before any file is written.
+ */
+export function checkEntityLocation(location: string, field: string): string {
+  const problem = entityLocationProblem(localPath(location, field));
+  if (problem !== undefined) throw badRequest(`${field} ${problem}`);
+  return location;
+}
+
 /** The metadata of a new table from a CreateTableRequest. */
 export function newTableMetadata(request: Json, location: string, nowMs: number): TableMetadata {
+  checkEntityLocation(location, 'location');
   const schema = { ...checkSchema(request.schema, 'schema'), 'schema-id': 0 };
+  const columns = sourceIdsOf(schema);
   const partition = withPartitionFieldIds(
     {
       'spec-id': 0,
@@ -122,11 +217,13 @@ export function newTableMetadata(request: Json, location: string, nowMs: number)
         : object(request['partition-spec'], 'partition-spec')),
     },
     PARTITION_FIELD_BASE - 1,
+    columns,
+    'partition-spec',
   );
   const writeOrder =
     request['write-order'] === undefined
       ? { 'order-id': 0, fields: [] }
-      : object(request['write-order'], 'write-order');
+      : checkSortOrder(object(request['write-order'], 'write-order'), columns, 'write-order');
   const properties = request.properties === undefined ? {} : stringMap(request.properties, 'properties');
   const formatVersion = Number(properties['format-version'] ?? 2);
   if (![1, 2, 3].includes(formatVersion)) throw badRequest(`unsupported format-version ${formatVersion}`);
@@ -177,6 +274,8 @@ export function registeredTableMetadata(document: unknown): TableMetadata {
     throw badRequest(
       `metadata-location does not hold table metadata this catalog can commit to: no ${missing.join(', ')}`,
     );
+  // Later commits write their metadata files under it.
+  checkEntityLocation(string(value.location, 'location'), 'the location of the registered metadata');
   const metadata: Json = {
     properties: {},
     snapshots: [],
@@ -301,6 +400,17 @@ export function applyUpdatesTo(m: TableMetadata, updates: unknown, nowMs: number
   const schemas = idsOf(m.schemas, 'schema-id', -1);
   const specs = idsOf(m['partition-specs'], 'spec-id', -1);
   const orders = idsOf(m['sort-orders'], 'order-id', 0);
+  // The fields of the current schema, that added specs and sort orders bind to: found on first use, again after
+  // the current schema changes.
+  let columns: ReadonlySet<number> | undefined;
+  const currentColumns = () => {
+    if (columns !== undefined) return columns;
+    const current = m.schemas.find((s) => s['schema-id'] === m['current-schema-id']);
+    if (current === undefined)
+      throw badRequest(`the table has no current schema (${m['current-schema-id']}) to bind to`);
+    columns = sourceIdsOf(current);
+    return columns;
+  };
   // Keyed by bigint: membership by exact value, whichever representation a stored id has. Built on first use.
   let snapshotIds: Set<bigint> | undefined;
   const snapshotIdSet = () => {
@@ -313,9 +423,16 @@ export function applyUpdatesTo(m: TableMetadata, updates: unknown, nowMs: number
     const update = object(u, `updates[${i}]`);
     const action = string(update.action, `updates[${i}].action`);
     switch (action) {
-      case 'assign-uuid':
-        m['table-uuid'] = string(update.uuid, 'uuid');
+      case 'assign-uuid': {
+        // As Iceberg's TableMetadata.Builder: a table's uuid is never reassigned ("Cannot reassign uuid"); its
+        // own uuid again changes nothing. (A replay finds a created table by its uuid: a second table with it
+        // would be answered in its place.)
+        const uuid = string(update.uuid, 'uuid');
+        if (m['table-uuid'] !== undefined && m['table-uuid'] !== uuid)
+          throw badRequest('Cannot reassign uuid: assign-uuid must name the uuid the table has');
+        m['table-uuid'] = uuid;
         break;
+      }
       case 'upgrade-format-version': {
         const version = integer(update['format-version'], 'format-version');
         if (version < m['format-version'] || version > 3)
@@ -326,7 +443,8 @@ export function applyUpdatesTo(m: TableMetadata, updates: unknown, nowMs: number
       case 'add-schema': {
         const schema = checkSchema(update.schema, 'schema');
         checkRoom(m.schemas, MAX_SCHEMAS, 'schemas');
-        const id = ++schemas.max;
+        const id = nextId(schemas.max, 'schema id');
+        schemas.max = id;
         schemas.ids.add(id);
         m.schemas.push({ ...schema, 'schema-id': id });
         m['last-column-id'] = Math.max(
@@ -344,13 +462,20 @@ export function applyUpdatesTo(m: TableMetadata, updates: unknown, nowMs: number
           id = lastAddedSchemaId;
         }
         if (!schemas.ids.has(id)) throw badRequest(`no schema with id ${id}`);
+        if (id !== m['current-schema-id']) columns = undefined;
         m['current-schema-id'] = id;
         break;
       }
       case 'add-spec': {
-        const { spec, last } = withPartitionFieldIds(object(update.spec, 'spec'), m['last-partition-id']);
+        const { spec, last } = withPartitionFieldIds(
+          object(update.spec, 'spec'),
+          m['last-partition-id'],
+          currentColumns(),
+          'spec',
+        );
         checkRoom(m['partition-specs'], MAX_PARTITION_SPECS, 'partition specs');
-        const id = ++specs.max;
+        const id = nextId(specs.max, 'partition spec id');
+        specs.max = id;
         specs.ids.add(id);
         m['partition-specs'].push({ ...spec, 'spec-id': id });
         m['last-partition-id'] = last;
@@ -365,9 +490,14 @@ export function applyUpdatesTo(m: TableMetadata, updates: unknown, nowMs: number
         break;
       }
       case 'add-sort-order': {
-        const order = object(update['sort-order'], 'sort-order');
+        const order = checkSortOrder(
+          object(update['sort-order'], 'sort-order'),
+          currentColumns(),
+          'sort-order',
+        );
         checkRoom(m['sort-orders'], MAX_SORT_ORDERS, 'sort orders');
-        const id = ++orders.max;
+        const id = nextId(orders.max, 'sort order id');
+        orders.max = id;
         orders.ids.add(id);
         m['sort-orders'].push({ ...order, 'order-id': id });
         lastAddedOrderId = id;
@@ -436,7 +566,7 @@ export function applyUpdatesTo(m: TableMetadata, updates: unknown, nowMs: number
         break;
       }
       case 'set-location':
-        m.location = string(update.location, 'location');
+        m.location = checkEntityLocation(string(update.location, 'location'), 'location');
         break;
       case 'set-properties':
         Object.assign(m.properties, stringMap(update.updates, 'updates'));

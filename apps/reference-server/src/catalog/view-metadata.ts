@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { badRequest, commitFailed } from './iceberg-error.js';
 import { idsOf } from './id-set.js';
 import { MAX_SCHEMAS, MAX_VIEW_VERSIONS } from './limits.js';
+import { checkEntityLocation, checkFieldIds, nextId } from './table-metadata.js';
 
 type Json = Record<string, unknown>;
 export type ViewMetadata = Json & {
@@ -35,6 +36,7 @@ function checkSchema(value: unknown, field: string): Json {
   const schema = object(value, field);
   if (schema.type !== 'struct' || !Array.isArray(schema.fields))
     throw badRequest(`${field} must be a struct schema with fields`);
+  checkFieldIds(schema, field);
   return schema;
 }
 
@@ -48,6 +50,7 @@ function stringMap(value: unknown, field: string): Record<string, string> {
 
 /** The metadata of a new view from a CreateViewRequest. */
 export function newViewMetadata(request: Json, location: string, nowMs: number): ViewMetadata {
+  checkEntityLocation(location, 'location');
   const schema = { ...checkSchema(request.schema, 'schema'), 'schema-id': 0 };
   const version: Json = { ...checkVersion(request['view-version'], 'view-version'), 'schema-id': 0 };
   if (request.properties === undefined) throw badRequest('properties is required');
@@ -66,6 +69,9 @@ export function newViewMetadata(request: Json, location: string, nowMs: number):
 /** View metadata read from a file a client registers (already valid against the spec's ViewMetadata). */
 export function registeredViewMetadata(document: unknown): ViewMetadata {
   const metadata: Json = { properties: {}, ...object(document, 'metadata') };
+  // Later commits write their metadata files under it.
+  if (typeof metadata.location !== 'string') throw badRequest('location must be a string');
+  checkEntityLocation(metadata.location, 'the location of the registered metadata');
   return metadata as ViewMetadata;
 }
 
@@ -96,7 +102,11 @@ export function applyViewUpdates(current: ViewMetadata, updates: unknown, nowMs:
     const update = object(u, `updates[${i}]`);
     switch (update.action) {
       case 'assign-uuid':
+        // As Iceberg's ViewMetadata.Builder: a view's uuid is never reassigned ("Cannot reassign uuid"); its own
+        // uuid again changes nothing.
         if (typeof update.uuid !== 'string') throw badRequest('uuid must be a string');
+        if (m['view-uuid'] !== undefined && m['view-uuid'] !== update.uuid)
+          throw badRequest('Cannot reassign uuid: assign-uuid must name the uuid the view has');
         m['view-uuid'] = update.uuid;
         break;
       case 'upgrade-format-version':
@@ -105,7 +115,8 @@ export function applyViewUpdates(current: ViewMetadata, updates: unknown, nowMs:
       case 'add-schema': {
         const schema = checkSchema(update.schema, 'schema');
         if (m.schemas.length >= MAX_SCHEMAS) throw badRequest(`a view holds at most ${MAX_SCHEMAS} schemas`);
-        const id = ++schemas.max;
+        const id = nextId(schemas.max, 'schema id');
+        schemas.max = id;
         schemas.ids.add(id);
         m.schemas.push({ ...schema, 'schema-id': id });
         lastSchemaId = id;
@@ -113,7 +124,7 @@ export function applyViewUpdates(current: ViewMetadata, updates: unknown, nowMs:
       }
       case 'set-location':
         if (typeof update.location !== 'string') throw badRequest('location must be a string');
-        m.location = update.location;
+        m.location = checkEntityLocation(update.location, 'location');
         break;
       case 'set-properties':
         Object.assign(m.properties, stringMap(update.updates, 'updates'));
@@ -129,7 +140,8 @@ export function applyViewUpdates(current: ViewMetadata, updates: unknown, nowMs:
         }
         if (m.versions.length >= MAX_VIEW_VERSIONS)
           throw badRequest(`a view holds at most ${MAX_VIEW_VERSIONS} versions`);
-        const id = ++versions.max;
+        const id = nextId(versions.max, 'view version id');
+        versions.max = id;
         versions.ids.add(id);
         m.versions.push({ ...version, 'version-id': id, 'schema-id': schemaId });
         lastVersionId = id;

@@ -4,7 +4,7 @@ import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { badRequest, retryLater } from './iceberg-error.js';
 import {
-  MAX_LOCATION_BYTES,
+  MAX_ENTITY_LOCATION_BYTES,
   MAX_NAME_BYTES,
   MAX_NAMESPACE_BYTES,
   MAX_PREFIX_BYTES,
@@ -71,9 +71,6 @@ export interface Warehouse {
 // The longest path a default location adds to the warehouse directory: a prefix (or its digest), the namespace
 // levels (their separators included), the name and a UUID, each after a `/`.
 const DEFAULT_LOCATION_BYTES = 1 + MAX_PREFIX_BYTES + 1 + MAX_NAMESPACE_BYTES + 1 + MAX_NAME_BYTES + 1 + 36;
-// What a metadata file adds to its table's location: `/metadata/00000-<uuid>.metadata.json`, with room for more
-// versions.
-const METADATA_FILE_BYTES = 128;
 
 /** The directory of a catalog prefix: the prefix itself when it can be one, `_` for none, else a digest. */
 function prefixDirectory(prefix: string): string {
@@ -85,12 +82,13 @@ function prefixDirectory(prefix: string): string {
 
 export async function openWarehouse(options: WarehouseOptions): Promise<Warehouse> {
   const directory = resolve(options.directory);
-  // Every name within its limits must make a default location within the location limit, metadata files
-  // included: a warehouse directory that leaves no room for them is refused, not found out by a 400 later.
-  const room = MAX_LOCATION_BYTES - DEFAULT_LOCATION_BYTES - METADATA_FILE_BYTES;
+  // Every name within its limits must make a default location within a table's or view's location limit (the
+  // location limit less the room for metadata files): a warehouse directory that leaves no room for them is
+  // refused, not found out by a 400 later.
+  const room = MAX_ENTITY_LOCATION_BYTES - DEFAULT_LOCATION_BYTES;
   if (Buffer.byteLength(directory, 'utf8') > room)
     throw new Error(
-      `WAREHOUSE ${directory} is ${Buffer.byteLength(directory, 'utf8')} bytes long; at most ${room} leave room for every default location (${MAX_LOCATION_BYTES} bytes)`,
+      `WAREHOUSE ${directory} is ${Buffer.byteLength(directory, 'utf8')} bytes long; at most ${room} leave room for every default location (${MAX_ENTITY_LOCATION_BYTES} bytes)`,
     );
   await mkdir(directory, { recursive: true });
   const root = { path: await realpath(directory), url: pathToFileURL(directory).href };
