@@ -13,6 +13,7 @@ import {
 import { stringifyLosslessJson } from './lossless-json.js';
 import { type ReadLimits, readJsonFile } from './metadata-file.js';
 import { confine, isWithin, localPath, outside } from './paths.js';
+import { purgeTree } from './purge-tree.js';
 
 export interface WarehouseOptions extends ReadLimits {
   /** The local directory that holds every table's and view's files; created when missing. */
@@ -62,8 +63,11 @@ export interface Warehouse {
   ): Promise<{ readonly metadataLocation: string; readonly path: string }>;
   /** Read a metadata file (bounded in size and time), parsed as JSON with exact longs (lossless-json.ts). */
   readMetadata(metadataLocation: string, field: string, deadline?: number): Promise<unknown>;
-  /** Delete a table's directory (drop with purge): never the warehouse itself, never outside it. */
-  purge(location: string): Promise<void>;
+  /**
+   * Delete a table's directory (drop with purge): never the warehouse itself, never outside it. Until `untilMs`
+   * (`performance.now()` time) at most: `false` when time ran out first, and the rest stays.
+   */
+  purge(location: string, untilMs: number): Promise<boolean>;
   /** Delete one file (an old metadata file after commit): only inside the warehouse, never a directory. */
   removeFile(location: string): Promise<void>;
 }
@@ -141,9 +145,9 @@ export async function openWarehouse(options: WarehouseOptions): Promise<Warehous
     async removeFile(location) {
       await rm(await confine(root, location, { field: 'metadata-file' }), { force: true });
     },
-    async purge(location) {
-      // rm does not follow symlinks inside the tree it removes; it deletes the links themselves.
-      await rm(await confine(root, location, { field: 'location' }), { recursive: true, force: true });
+    async purge(location, untilMs) {
+      // Symlinks inside the tree are removed, never followed.
+      return purgeTree(await confine(root, location, { field: 'location' }), untilMs);
     },
   };
 }
