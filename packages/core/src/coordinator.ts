@@ -25,9 +25,11 @@ import {
   computeFingerprint,
   type FingerprintInput,
   type FingerprintOptions,
+  formDataValue,
   UNSEEN_BODY,
 } from './fingerprint.js';
 import { HeartbeatScheduler } from './heartbeat.js';
+import { checkScope } from './inspection.js';
 import { type KeyFormat, parseIdempotencyKey } from './key-format.js';
 import { decideReservation } from './reservation.js';
 import {
@@ -193,7 +195,11 @@ export interface IdempotencyOptions<Host = unknown> {
 export interface IdempotentRequest<Host = unknown> extends FingerprintInput {
   /** The raw value(s) of the key header; an array of two or more is a repeated header. */
   readonly key: string | readonly string[] | undefined;
-  /** Who owns the key; keys in different scopes are unrelated. @default '' */
+  /**
+   * Who owns the key; keys in different scopes are unrelated. Anything but a string or `undefined` (a Promise,
+   * the principal object) is a bug of the host's: `begin` rejects with a `TypeError` and touches nothing.
+   * @default ''
+   */
   readonly scope?: string | undefined;
   /**
    * Aborted when the client goes away; stops a `wait`. Read only when the request has to wait, so it may be a
@@ -353,12 +359,22 @@ function coordinator<Host>(options: IdempotencyOptions<Host>, timers: Timers): I
       ? options.fingerprint
       : (request: IdempotentRequest<Host>) =>
           computeFingerprint(request, options.fingerprint as FingerprintOptions);
-  /** A `Blob` body (what a fetch-style host may hand over) is hashed as the bytes it holds. */
-  const blobFingerprint = async (request: IdempotentRequest<Host>, blob: Blob): Promise<string> =>
+  /**
+   * A body a fetch-style host may hand over that is read asynchronously: a `Blob` is hashed as the bytes it
+   * holds, a `FormData` (all a framework kept of a form it parsed, its bytes gone) as its entries
+   * ({@link formDataValue}).
+   */
+  const heldBodyFingerprint = async (
+    request: IdempotentRequest<Host>,
+    body: Blob | FormData,
+  ): Promise<string> =>
     fingerprintOf(
       typeof options.fingerprint === 'function'
         ? request
-        : { ...request, body: new Uint8Array(await blob.arrayBuffer()) },
+        : {
+            ...request,
+            body: isBlob(body) ? new Uint8Array(await body.arrayBuffer()) : await formDataValue(body),
+          },
     );
 
   const storeTimeoutMs = positive('storeTimeoutMs', options.storeTimeoutMs ?? 2_000);
@@ -592,7 +608,10 @@ function coordinator<Host>(options: IdempotencyOptions<Host>, timers: Timers): I
     }
   }
 
-  /** An in-flight key, with the `wait` strategy: poll until it is answered, freed, or the wait runs out. */
+  /**
+   * An in-flight key, with the `wait` strategy: poll until it is answered, freed, or the wait runs out (after
+   * `maxWaitMs`, or at the request's deadline, whichever comes first).
+   */
   async function waitForOther(
     attempt: Attempt<Host>,
     signal: AbortSignal | undefined,
@@ -601,12 +620,18 @@ function coordinator<Host>(options: IdempotencyOptions<Host>, timers: Timers): I
     const maxWaitMs = wait.maxWaitMs ?? 10_000;
     const maxPollMs = wait.maxPollMs ?? 500;
     let delayMs = wait.initialPollMs ?? 25;
+    // The request's deadline (on `performance.now()`'s clock, never the injected one) ends the wait too: the
+    // answer comes by then, the wait's own (a poll that would start at the deadline could only time out).
+    const deadline = deadlineFor(attempt.request as IdempotentRequest<Host>);
     // The budget counts planned sleeps rather than clock readings, so that an injected, frozen clock in a
     // test cannot make a request wait forever.
     for (let waitedMs = 0; waitedMs < maxWaitMs && !left(signal); ) {
-      const stepMs = Math.min(delayMs, maxWaitMs - waitedMs);
+      const untilDeadlineMs = deadline - performance.now();
+      if (!(untilDeadlineMs > 0)) break;
+      const stepMs = Math.min(delayMs, maxWaitMs - waitedMs, untilDeadlineMs);
       await sleep(stepMs, undefined, { ref: false, ...(signal ? { signal } : {}) }).catch(() => {});
       if (left(signal)) break; // the client left: nobody waits for the answer any more
+      if (stepMs === untilDeadlineMs) break; // slept until the deadline: the wait ran out
       waitedMs += stepMs;
       delayMs = Math.min(delayMs * 2, maxPollMs);
       // Polling with reserve (not load) closes every gap at once: a finished request is replayed, a released
@@ -637,6 +662,10 @@ function coordinator<Host>(options: IdempotencyOptions<Host>, timers: Timers): I
           }),
         };
       }
+      // A scope that is no string would put every such request under one scope (a Promise, an object): the
+      // host's hook is broken, and the request is refused as any other failure of the host's is (a rejection),
+      // before the store is touched.
+      checkScope(request.scope);
       const parsed = parseIdempotencyKey(request.key, keyFormat, keyContext());
       if (!parsed.ok) {
         return {
@@ -650,8 +679,8 @@ function coordinator<Host>(options: IdempotencyOptions<Host>, timers: Timers): I
       if (body === UNSEEN_BODY && typeof options.fingerprint !== 'function') {
         return { action: 'reject', error: unseenBody(request.contentType) };
       }
-      if (isBlob(body)) {
-        return blobFingerprint(request, body).then((fingerprint) =>
+      if (isBlob(body) || isFormData(body)) {
+        return heldBodyFingerprint(request, body).then((fingerprint) =>
           reserveFor(attemptOf(request, parsed.key, fingerprint)),
         );
       }
@@ -841,6 +870,10 @@ const nextOwner = (): string => `${OWNER_PREFIX}.${(owners++).toString(36)}`;
 const clip = (value: string): string => JSON.stringify(value.length > 80 ? `${value.slice(0, 80)}…` : value);
 
 const isBlob = (value: unknown): value is Blob => typeof Blob !== 'undefined' && value instanceof Blob;
+
+/** A `FormData`, by its tag: one of another implementation (a polyfill, another realm) too. */
+const isFormData = (value: unknown): value is FormData =>
+  Object.prototype.toString.call(value) === '[object FormData]';
 
 /** A function, so that a check after an `await` is not narrowed away by the one before it. */
 const left = (signal: AbortSignal | undefined): boolean => signal?.aborted === true;

@@ -34,7 +34,9 @@ export interface FingerprintInput {
    * The request body: best the raw bytes or text as received, else a parsed JSON value (object, array,
    * primitive). Raw bytes whose `contentType` is JSON are canonicalized so that key order and whitespace do
    * not matter, keeping every number's exact text; a parsed value has already lost that text (`1e400`,
-   * integers beyond 2^53), so adapters pass raw bytes where they can.
+   * integers beyond 2^53), so adapters pass raw bytes where they can. `begin` also takes a `Blob` (hashed as
+   * its bytes) and a `FormData` (hashed as its entries in order, files by name, type and bytes), which it
+   * reads first.
    */
   readonly body?: unknown;
   /**
@@ -175,6 +177,28 @@ export function computeFingerprint(input: FingerprintInput, options: Fingerprint
     return rawBytesFingerprint(head, raw);
   }
   return rawBytesFingerprint(built ?? headText(method, route, path, query, contentType), raw);
+}
+
+/**
+ * A `FormData` as the parsed value that stands for it in the fingerprint (hashed as canonical JSON, as any
+ * parsed body): its entries in the order given, a string as `[name, value]` and a file as `[name, file name,
+ * media type, SHA-256 of its bytes]` (not its `lastModified`, which a parser sets to the time it parsed). For a
+ * host that has only the parsed form left, its bytes gone: the same form gives the same value, two forms that
+ * differ in a name, a value, a file or the order of their entries give two. The encoding the client chose is
+ * gone with the bytes (`+` or `%20`, the multipart boundary, which the media type still names): forms that
+ * parse alike are one request.
+ */
+export async function formDataValue(form: FormData): Promise<unknown[]> {
+  const entries: unknown[] = [];
+  for (const [name, value] of form) {
+    if (typeof value === 'string') {
+      entries.push([name, value]);
+    } else {
+      const bytes = new Uint8Array(await value.arrayBuffer());
+      entries.push([name, value.name, value.type, createHash('sha256').update(bytes).digest('hex')]);
+    }
+  }
+  return entries;
 }
 
 /** The head's text: what the body's canonical form or bytes follow in the hashed text. */

@@ -23,9 +23,21 @@ const checkNow = (nowMs: unknown): void => {
   if (!Number.isSafeInteger(nowMs)) throw new RangeError(`nowMs must be an integer, got ${String(nowMs)}`);
 };
 
-const checkScope = (scope: unknown): void => {
-  if (scope !== undefined && typeof scope !== 'string')
-    throw new TypeError(`scope must be a string, got ${typeof scope}`);
+/**
+ * Refuse a scope that is not a string (`undefined` is none): an inspection's filter, or the scope a host's hook
+ * gave a request, where anything else (a Promise of the principal, the principal object) is a bug of the host's
+ * that would put requests of different principals under one scope.
+ */
+export const checkScope = (scope: unknown): void => {
+  if (scope !== undefined && typeof scope !== 'string') {
+    const thenable =
+      typeof scope === 'object' && scope !== null && typeof (scope as { then?: unknown }).then === 'function';
+    throw new TypeError(
+      thenable
+        ? 'scope must be a string, got a Promise: a scope is needed at once, return the string itself'
+        : `scope must be a string, got ${scope === null ? 'null' : typeof scope}`,
+    );
+  }
 };
 
 /** Refuse `list` arguments no store can answer: a limit outside 1..{@link MAX_LIST_LIMIT}, an unknown state. */

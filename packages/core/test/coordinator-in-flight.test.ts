@@ -79,6 +79,54 @@ describe('coordinator: a key held by a request in flight (design: The coordinato
     expectReject(await second, 409, ErrorCode.InProgress);
   });
 
+  // design.md: the `wait` strategy polls "up to `maxWaitMs` …, then 409 or 503 with `Retry-After`"; the
+  // request's `deadline` (IdempotencyOptions.deadline) ends the wait too, so that its answer comes in time.
+  describe.each([
+    ['before the first poll', { initialPollMs: 300, maxPollMs: 500 }, 60],
+    ['after some polls', { initialPollMs: 5, maxPollMs: 20 }, 100],
+  ])('strategy wait: the request’s deadline comes %s', (_, polls, deadlineMs) => {
+    test.each([
+      ['default', undefined, 409],
+      ['503', 503, 503],
+    ] as const)(
+      'answered by the deadline, as a wait that ran out (timeout status %s)',
+      async (_, timeoutStatus, status) => {
+        const { idem, backend, events } = setup({
+          inFlight: {
+            strategy: 'wait',
+            maxWaitMs: 10_000,
+            ...polls,
+            ...(timeoutStatus ? { timeoutStatus } : {}),
+          },
+          deadline: (request) => (request.host as { deadlineMs: number }).deadlineMs,
+        });
+        expectExecute(await idem.begin(post({ host: { deadlineMs: Number.POSITIVE_INFINITY } })));
+        const started = performance.now();
+        const waiting = idem.begin(post({ host: { deadlineMs: started + deadlineMs } }));
+        const error = expectReject(await waiting, status, ErrorCode.InProgress);
+        const tookMs = performance.now() - started;
+        expect(tookMs).toBeGreaterThanOrEqual(deadlineMs - 2);
+        expect(tookMs).toBeLessThan(deadlineMs + 80); // (slack for a loaded machine; the next poll is later)
+        expect(error.headers['retry-after']).toBe('1');
+        // Not a store that timed out: the key is in flight, and no poll was started that could only time out.
+        expect(events.at(-1)).toMatchObject({ type: 'conflict', waited: true, status });
+        expect(events.some((e) => e.type === 'store-error')).toBe(false);
+        expect(backend.calls.filter((c) => c !== 'reserve')).toEqual([]);
+      },
+    );
+  });
+
+  test('strategy wait: a deadline after maxWaitMs leaves the wait its own bound', async () => {
+    const { idem } = setup({
+      inFlight: { ...wait, maxWaitMs: 40 },
+      deadline: () => performance.now() + 60_000,
+    });
+    expectExecute(await idem.begin(post()));
+    const started = performance.now();
+    expectReject(await idem.begin(post()), 409, ErrorCode.InProgress);
+    expect(performance.now() - started).toBeLessThan(1_000);
+  });
+
   test('strategy wait: a mismatching request is still answered 422 at once', async () => {
     const { idem } = setup({ inFlight: wait });
     expectExecute(await idem.begin(post()));
