@@ -83,8 +83,9 @@ function recordOf(headers: Headers): Record<string, string> {
  * - the body fails after a chunk, grows past the cap, or the client leaves before it ended (the server cancels
  *   it, and so its source) → `finish` with the status and no body (`bodyOmitted`): the work happened, the body
  *   is incomplete or too large to keep;
- * - the client had left before the handler answered (`signal` aborted) → the body is read here, up to the cap,
- *   as nobody else will read it, and settles the key as above.
+ * - the client had left before the handler answered (`signal` aborted) → `finish` with the status and no body
+ *   (`bodyOmitted`), the body cancelled unread: it can no longer go out whole, and nobody would read it (a
+ *   stream that never ends would hold the key for ever). A body the runtime keeps whole is stored as above.
  *
  * @param signal the request's signal: aborted when the client has left
  * @example
@@ -122,7 +123,11 @@ export function settleWebResponse(execution: Execution, response: Response, sign
   };
   const init = { status, statusText: response.statusText, headers: response.headers };
   if (signal?.aborted) {
-    void drain(source, capture).then(settle);
+    // The client left before the answer, which can no longer go out whole: the status and no body (design.md,
+    // the adapter contract). The body is not read: nobody will, and a stream that never ends (an event feed)
+    // would hold the key in flight for ever. Cancelled, so that its source stops too.
+    settle('cut');
+    source.cancel().catch(() => {});
     return new Response(null, init);
   }
   let chunks = 0;
@@ -170,30 +175,4 @@ export function settleWebResponse(execution: Execution, response: Response, sign
     { highWaterMark: 0 },
   );
   return new Response(passed, init);
-}
-
-/**
- * Read a body nobody else will (its client left before it was answered), up to the cap: `whole` once read to
- * its end within it, `cut` past the cap (the rest is cancelled) or when it fails after a chunk, `broken` when
- * it fails before any.
- */
-async function drain(
-  source: ReadableStreamDefaultReader<Uint8Array>,
-  capture: BodyCapture,
-): Promise<'whole' | 'cut' | 'broken'> {
-  let chunks = 0;
-  try {
-    for (;;) {
-      const step = await source.read();
-      if (step.done) return 'whole';
-      chunks++;
-      capture.keep(step.value);
-      if (capture.truncated) {
-        await source.cancel().catch(() => {});
-        return 'cut';
-      }
-    }
-  } catch {
-    return chunks === 0 ? 'broken' : 'cut';
-  }
 }

@@ -1,11 +1,15 @@
-import type { Idempotency, IdempotentRequest } from '@idem/core';
+import { type Idempotency, type IdempotentRequest, UNSEEN_BODY } from '@idem/core';
 
 /** A request as a Web adapter has it: what {@link describeWebRequest} turns into what `begin` needs. */
 export interface WebRequestParts<Host> {
   /** The route template (`/orders/:id`), or the path where there is no router. */
   readonly route: string;
-  /** The body's raw bytes ({@link readBody}), or `undefined` when there is none or no key was sent. */
-  readonly body: Uint8Array | undefined;
+  /**
+   * The body ({@link readBody}): its raw bytes, or what a framework kept of it once they were gone (the text
+   * as received, a `Blob`, a `FormData`, the parsed value); `UNSEEN_BODY` when it could not be read whole;
+   * `undefined` when there is none or no key was sent.
+   */
+  readonly body: unknown;
   /** What the host's `scope` option returned. */
   readonly scope?: string | undefined;
   /** The host's request, handed to the hooks as `host`. */
@@ -64,16 +68,26 @@ export function describeWebRequest<Host>(
  * The exact bytes of a keyed request's body, for the fingerprint, read through `read` (a framework's cached
  * reader such as Hono's `c.req.arrayBuffer()`, or a clone of the `Request`, so that the handler can still
  * read it); `undefined` when the method is not covered, no key is sent or the request has no body: `begin`
- * needs no body then.
+ * needs no body then. `read` may answer what a framework kept of a body whose bytes are gone instead (`Kept`:
+ * the text as received, a `Blob`, a `FormData`, the parsed value, or `UNSEEN_BODY` when it kept nothing that
+ * can be hashed), which is passed on as it is. A body that cannot be read whole (its stream fails midway, it
+ * was read already) is `UNSEEN_BODY`, which `begin` answers with 415 `IDEMPOTENCY_BODY_UNSEEN` before reserving
+ * anything, as `@idem/node-http` does for the Node.js adapters.
  */
-export async function readBody(
+export async function readBody<Kept = never>(
   idem: Pick<Idempotency, 'headerName' | 'covers'>,
   request: Request,
-  read: () => Promise<ArrayBuffer>,
-): Promise<Uint8Array | undefined> {
+  read: () => Promise<ArrayBuffer | Kept>,
+): Promise<Uint8Array | Kept | typeof UNSEEN_BODY | undefined> {
   const { headers } = request;
   if (!idem.covers(request.method) || !headers.has(idem.headerName) || !hasBody(request)) return undefined;
-  return new Uint8Array(await read());
+  let body: ArrayBuffer | Kept;
+  try {
+    body = await read();
+  } catch {
+    return UNSEEN_BODY; // nothing could read it whole: there are no bytes to bind the key to
+  }
+  return body instanceof ArrayBuffer ? new Uint8Array(body) : body;
 }
 
 /**

@@ -8,7 +8,8 @@ import type { FormatError, IdempotencyOptions } from '@idem/core';
 export interface WebIdempotencyOptions<Host> extends IdempotencyOptions<Host> {
   /**
    * Who owns the key: return the authenticated principal (and tenant) so that one caller can never replay
-   * another's response. @default every request shares one scope
+   * another's response. A string, at once: anything else (a Promise, the principal object) fails the request,
+   * as a hook that throws does. @default every request shares one scope
    */
   readonly scope?: (host: Host) => string | undefined;
   /** The JSON body of the coordinator's own answers. @default `{ error: { code, message } }` */
