@@ -1,4 +1,10 @@
-import { createIdempotency, type Execution, type Idempotency, type IdempotencyOverrides } from '@idem/core';
+import {
+  createIdempotency,
+  type Execution,
+  type Idempotency,
+  type IdempotencyOverrides,
+  UNSEEN_BODY,
+} from '@idem/core';
 import {
   answerWithout,
   describeWebRequest,
@@ -70,6 +76,26 @@ async function bytesOf(c: Context): Promise<ArrayBuffer> {
 }
 
 /**
+ * The body as `begin` takes it: its bytes as sent, or, when an earlier middleware read it through Hono's
+ * reader and only what that kept is left (the request's own body is consumed), what it kept, as it kept it:
+ * a `Blob` of the bytes, the text as received, the parsed JSON value, or the `FormData` (hashed as its
+ * entries). Never the bytes Hono would make again from those (`c.req.arrayBuffer()` encodes a `FormData` anew,
+ * under a random multipart boundary: the same retry would read as another request). What else Hono may keep
+ * is `UNSEEN_BODY`.
+ */
+async function bodyOf(c: Context): Promise<unknown> {
+  const cache = c.req.bodyCache as Record<string, unknown>;
+  if (cache.arrayBuffer !== undefined) return bytesOf(c);
+  for (const kept of ['blob', 'text', 'json', 'formData']) {
+    if (cache[kept] === undefined) continue;
+    const body: unknown = await cache[kept];
+    // A JSON `null` is a body (`begin` reads a null body as none): its text, which hashes as the bytes would.
+    return kept === 'json' && body === null ? 'null' : body;
+  }
+  return Object.keys(cache).length === 0 ? bytesOf(c) : UNSEEN_BODY;
+}
+
+/**
  * Hono middleware that makes covered requests (POST, PUT, PATCH and DELETE by default) idempotent by their
  * `Idempotency-Key`, on Web-standard `Request` and `Response` only: the body's bytes from Hono's cached body
  * reader (the handler reads it again through `c.req.json()`, `text()`, `parseBody()` or a validator), the
@@ -90,7 +116,7 @@ export function idempotency(options: HonoIdempotencyOptions): IdempotencyMiddlew
       const request = c.req.raw;
       if (!idem.covers(request.method) || taken.has(request)) return next();
       taken.add(request);
-      const body = await readBody(idem, request, () => bytesOf(c));
+      const body = await readBody(idem, request, () => bodyOf(c));
       const parts = { route: routeOf(c), body, scope: options.scope?.(c), host: c };
       const result = await idem.begin(describeWebRequest(idem, request, parts));
       if (result.action === 'proceed') return next();
@@ -102,6 +128,13 @@ export function idempotency(options: HonoIdempotencyOptions): IdempotencyMiddlew
       try {
         // A handler's Error is answered inside (`app.onError`, 500 by default): that answer settles the key.
         await next();
+        if (!c.finalized) {
+          // Nothing answered (a later middleware or a handler that returned nothing): Hono fails the request
+          // ("Context is not finalized", its error handler's 500). No answer was given, so none is stored: the
+          // key is released as for a thrown handler. (Reading `c.res` here would make up an empty 200.)
+          await execution.abort();
+          return;
+        }
         const settled = settleWebResponse(execution, c.res, request.signal);
         // Set only when it is another response: Hono's setter rebuilds the response it is given.
         if (settled !== c.res) c.res = settled;
