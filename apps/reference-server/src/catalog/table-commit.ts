@@ -1,10 +1,24 @@
 import { basename, dirname, join } from 'node:path';
+import { databaseErrorKind } from '../database/error-kind.js';
 import type { Executor } from '../database/executor.js';
-import { ConcurrentChange, noSuchTable } from './iceberg-error.js';
+import {
+  alreadyExists,
+  badRequest,
+  ConcurrentChange,
+  commitFailed,
+  noSuchNamespace,
+  noSuchTable,
+} from './iceberg-error.js';
 import { ancestorsOf } from './paths.js';
 import * as repo from './repository.js';
 import { SEPARATOR } from './repository.js';
-import { applyUpdatesTo, checkRequirements, type TableMetadata } from './table-metadata.js';
+import {
+  applyUpdatesTo,
+  checkRequirements,
+  createdTableMetadata,
+  createsTable,
+  type TableMetadata,
+} from './table-metadata.js';
 import type { Warehouse } from './warehouse.js';
 
 /** Table properties that shape the metadata log, with Iceberg's defaults. */
@@ -23,7 +37,8 @@ interface PreparedCommit {
   readonly key: string;
   readonly name: string;
   readonly label: string;
-  readonly expectedLocation: string;
+  /** The metadata-location the pointer moves from; undefined for a commit that creates its table. */
+  readonly expectedLocation: string | undefined;
   readonly version: number;
   readonly next: TableMetadata;
   /** Metadata files that fell out of the log and are deleted once the commit is in. */
@@ -55,15 +70,19 @@ export const tableKey = ({ id }: TableCommit) => [...id.namespace, id.name].join
 
 /**
  * Check a commit's requirements against the table as it is now (its row read locked, inside the transaction,
- * so that the swap cannot lose a race afterwards) and apply its updates, in memory.
+ * so that the swap cannot lose a race afterwards) and apply its updates, in memory. A commit that creates its
+ * table is {@link prepareCreate}'s.
  */
 async function prepareCommit(
   tx: Executor,
+  warehouse: Warehouse,
   prefix: string,
   { id, input }: TableCommit,
+  creates: boolean,
 ): Promise<PreparedCommit> {
   const key = id.namespace.join(SEPARATOR);
   const label = [...id.namespace, id.name].join('.');
+  if (creates) return prepareCreate(tx, warehouse, prefix, { id, input }, { key, label });
   const current = await repo.getEntity(tx, { prefix, namespace: key, name: id.name }, { lock: 'update' });
   const metadata = current?.kind === 'table' ? (current.metadata as TableMetadata) : undefined;
   checkRequirements(metadata, input.requirements);
@@ -92,6 +111,48 @@ async function prepareCommit(
     next,
     expired,
   };
+}
+
+/**
+ * A commit that creates its table (Iceberg's create transaction: `assert-create`, see table-metadata.ts
+ * `createsTable`), checked and built in memory: the name must be free, of tables and views alike (409), in a
+ * namespace that exists, which stays share-locked until the table is in, as a create's does ({@link
+ * commitTables} locks it, or answers 404, before any table's row); the updates build the whole metadata
+ * from an empty base (400 otherwise), whose uuid no other table or view of the prefix has (a replay finds a
+ * created table by it) and whose location is inside the warehouse (403), all before any file is written. The
+ * name is read without a lock: there is no row to lock, and on MySQL a locking read of a missing row locks the
+ * gap, where two creates of one name would deadlock; the insert decides between them (see {@link commitTables}).
+ */
+async function prepareCreate(
+  tx: Executor,
+  warehouse: Warehouse,
+  prefix: string,
+  { id, input }: TableCommit,
+  { key, label }: { key: string; label: string },
+): Promise<PreparedCommit> {
+  const current = await repo.getEntity(tx, { prefix, namespace: key, name: id.name });
+  if (current?.kind === 'view') throw alreadyExists(`View ${label}`);
+  // A table of the name: Iceberg's 409 for it (AssertTableDoesNotExist), CommitFailedException.
+  checkRequirements(
+    current === undefined ? undefined : (current.metadata as TableMetadata),
+    input.requirements,
+  );
+  const next = createdTableMetadata(input.updates, Date.now());
+  if ((await repo.getEntityByUuid(tx, prefix, next['table-uuid'])) !== undefined)
+    throw commitFailed(`Requirement failed: a table or view with uuid ${next['table-uuid']} already exists`);
+  await warehouse.check(next.location, 'location');
+  return { key, name: id.name, label, expectedLocation: undefined, version: 0, next, expired: [] };
+}
+
+/** Insert a table that a commit creates: a name taken meanwhile by a concurrent create is the requirement's 409. */
+async function insertCreated(tx: Executor, name: repo.EntityName, entity: repo.NewEntity, label: string) {
+  try {
+    await repo.insertEntity(tx, name, entity);
+  } catch (error) {
+    if (databaseErrorKind(error) === 'conflict')
+      throw commitFailed(`Requirement failed: ${label} was created concurrently`);
+    throw error;
+  }
 }
 
 // The name the catalog gives the metadata files it writes (warehouse.writeMetadata).
@@ -152,6 +213,10 @@ export interface CommittedTables {
  * file written, then the pointers moved. A refused commit writes nothing. As in Iceberg's catalogs, concurrent
  * commits that do not conflict all land, one after the other; a 409 means a requirement failed against the
  * current metadata.
+ *
+ * A table's commit may create it (`assert-create`: Iceberg's create transaction, see {@link prepareCreate}): its
+ * metadata is built from nothing, written as version 0 and inserted, as a create's; of two concurrent creates of
+ * one name, the insert of the second is a 409, and its file is removed with the rest.
  */
 export async function commitTables({
   tx,
@@ -160,10 +225,32 @@ export async function commitTables({
   commits,
 }: CommitTablesOptions): Promise<CommittedTables> {
   const ordered = commits
-    .map((table, index) => ({ table, index, key: tableKey(table) }))
+    .map((table, index) => ({
+      table,
+      index,
+      key: tableKey(table),
+      creates: createsTable(table.input.requirements),
+    }))
     .sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+  // The namespaces of the tables created, share-locked before any table's row (in one order): a drop of one
+  // waits, then finds it not empty. Locked after a table's row, a drop holding the namespace and waiting on
+  // that row would deadlock with this commit.
+  const namespaces = [
+    ...new Set(ordered.filter((c) => c.creates).map((c) => c.table.id.namespace.join(SEPARATOR))),
+  ].sort();
+  for (const namespace of namespaces)
+    if ((await repo.getNamespace(tx, prefix, namespace, { lock: 'share' })) === undefined)
+      throw noSuchNamespace(namespace.split(SEPARATOR).join('.'));
   const prepared: PreparedCommit[] = [];
-  for (const { table } of ordered) prepared.push(await prepareCommit(tx, prefix, table));
+  for (const { table, creates } of ordered)
+    prepared.push(await prepareCommit(tx, warehouse, prefix, table, creates));
+  // Nor two tables of one commit created with one uuid.
+  const uuids = new Set<string>();
+  for (const change of prepared.filter((c) => c.expectedLocation === undefined)) {
+    if (uuids.has(change.next['table-uuid']))
+      throw badRequest(`two tables of the commit would be created with uuid ${change.next['table-uuid']}`);
+    uuids.add(change.next['table-uuid']);
+  }
   const texts = prepared.map((change) => warehouse.encode(change.next));
   const written: WrittenCommit[] = [];
   const files = () => written.map((change) => change.metadataLocation);
@@ -178,20 +265,19 @@ export async function commitTables({
       written.push({ ...change, metadataLocation, path, text: texts[i] as string });
     }
     for (const change of written) {
+      const name = { prefix, namespace: change.key, name: change.name };
+      const entity = {
+        kind: 'table' as const,
+        metadataLocation: change.metadataLocation,
+        metadata: change.next,
+        text: change.text,
+        path: change.path,
+      };
+      // A new table: inserted, as a create's is (a concurrent create of the name: this one's file goes).
+      if (change.expectedLocation === undefined) await insertCreated(tx, name, entity, change.label);
       // Locked above: the pointer is still where the requirements were checked.
-      const swapped = await repo.swapEntity(
-        tx,
-        { prefix, namespace: change.key, name: change.name },
-        change.expectedLocation,
-        {
-          kind: 'table',
-          metadataLocation: change.metadataLocation,
-          metadata: change.next,
-          text: change.text,
-          path: change.path,
-        },
-      );
-      if (!swapped) throw new ConcurrentChange(change.label);
+      else if (!(await repo.swapEntity(tx, name, change.expectedLocation, entity)))
+        throw new ConcurrentChange(change.label);
     }
   });
   const expired: string[] = [];

@@ -290,6 +290,23 @@ export function registeredTableMetadata(document: unknown): TableMetadata {
 
 const fail = (message: string) => commitFailed(`Requirement failed: ${message}`);
 
+const isRequirement = (value: unknown, type: string) =>
+  typeof value === 'object' && value !== null && (value as Json).type === type;
+
+/**
+ * Whether a commit creates its table: Iceberg's create transaction (a `stage-create`, then this commit, with
+ * `assert-create`). As in Iceberg's CatalogHandlers, a commit with `assert-create` takes no other requirement (a
+ * 400): there is no table for one to be checked against. Requirements that are not an array are left to
+ * {@link checkRequirements}.
+ */
+export function createsTable(requirements: unknown): boolean {
+  if (!Array.isArray(requirements) || !requirements.some((r) => isRequirement(r, 'assert-create')))
+    return false;
+  if (!requirements.every((r) => isRequirement(r, 'assert-create')))
+    throw badRequest('a commit with assert-create (one that creates its table) takes no other requirement');
+  return true;
+}
+
 /** Check every requirement of a commit against the current metadata (undefined: the table does not exist). */
 export function checkRequirements(metadata: TableMetadata | undefined, requirements: unknown): void {
   if (!Array.isArray(requirements)) throw badRequest('requirements must be an array');
@@ -375,6 +392,69 @@ function advanceRowIds(m: TableMetadata, snapshot: Json): void {
   m['next-row-id'] = sum(next, added, 'next-row-id');
 }
 
+/** Iceberg's format version for a new table when nothing names one (TableMetadata.buildFromEmpty). */
+const DEFAULT_FORMAT_VERSION = 2;
+
+// The form of the UUIDs Iceberg's clients assign (java.util.UUID, Python's uuid), and the catalog does.
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/**
+ * The metadata of a table that a commit creates (see {@link createsTable}): its updates applied in order to an
+ * empty base, as Iceberg's CatalogHandlers does (`TableMetadata.buildFromEmpty`, in the format version of the
+ * first `upgrade-format-version`, else 2). The base has no uuid (`assign-uuid` gives the staged one), no
+ * location, schema, spec or sort order: the updates must make them all, or the commit is a 400 before anything
+ * is written. Validated as any commit's updates are (and so as a create's request is: schemas, source ids, the
+ * location's form and length, the caps of limits.ts); its location is confined to the warehouse where the file
+ * is written. Java's ids: schema and spec ids from 0, partition field ids from 1000, sort order 0 for the
+ * unsorted order and from 1 for others.
+ */
+export function createdTableMetadata(updates: unknown, nowMs: number): TableMetadata {
+  if (!Array.isArray(updates)) throw badRequest('updates must be an array');
+  const upgrade = updates.find(
+    (u): u is Json => typeof u === 'object' && u !== null && (u as Json).action === 'upgrade-format-version',
+  );
+  const formatVersion =
+    upgrade === undefined ? DEFAULT_FORMAT_VERSION : integer(upgrade['format-version'], 'format-version');
+  if (![1, 2, 3].includes(formatVersion)) throw badRequest(`unsupported format-version ${formatVersion}`);
+  const empty = {
+    'format-version': formatVersion,
+    'last-updated-ms': nowMs,
+    'last-column-id': 0,
+    schemas: [],
+    'current-schema-id': -1,
+    'partition-specs': [],
+    'default-spec-id': -1,
+    'last-partition-id': PARTITION_FIELD_BASE - 1,
+    'sort-orders': [],
+    'default-sort-order-id': -1,
+    properties: {},
+    snapshots: [],
+    refs: {},
+    'snapshot-log': [],
+    'metadata-log': [],
+    'last-sequence-number': 0,
+  } as unknown as TableMetadata;
+  const m = applyUpdatesTo(empty, updates, nowMs, { fromEmpty: true });
+  const missing: string[] = [];
+  const uuid = m['table-uuid'] as unknown;
+  if (uuid === undefined) missing.push('table-uuid (assign-uuid)');
+  else if (typeof uuid !== 'string' || !UUID.test(uuid)) throw badRequest('assign-uuid must name a UUID');
+  if (typeof m.location !== 'string') missing.push('location (set-location)');
+  if (!m.schemas.some((s) => s['schema-id'] === m['current-schema-id']))
+    missing.push('current schema (add-schema, set-current-schema)');
+  if (!m['partition-specs'].some((s) => s['spec-id'] === m['default-spec-id']))
+    missing.push('default partition spec (add-spec, set-default-spec)');
+  if (!m['sort-orders'].some((s) => s['order-id'] === m['default-sort-order-id']))
+    missing.push('default sort order (add-sort-order, set-default-sort-order)');
+  if (missing.length > 0)
+    throw badRequest(
+      `the updates of a commit that creates its table (assert-create) must make the whole of its metadata; missing: ${missing.join(', ')}`,
+    );
+  // In the order a create writes its fields (the uuid and the location were set last).
+  const { 'format-version': formatVersionOf, 'table-uuid': tableUuid, location, ...rest } = m;
+  return { 'format-version': formatVersionOf, 'table-uuid': tableUuid, location, ...rest } as TableMetadata;
+}
+
 /** Refuse to add a schema, spec or sort order past its cap (catalog/limits.ts). */
 function checkRoom(list: readonly unknown[], max: number, what: string): void {
   if (list.length >= max) throw badRequest(`a table holds at most ${max} ${what}`);
@@ -385,6 +465,16 @@ export function applyUpdates(current: TableMetadata, updates: unknown, nowMs: nu
   return applyUpdatesTo(structuredClone(current), updates, nowMs);
 }
 
+/** How {@link applyUpdatesTo} applies updates. */
+interface ApplyOptions {
+  /**
+   * The updates build a new table from an empty base ({@link createdTableMetadata}): as Iceberg's builder does,
+   * an unsorted sort order takes id 0 (reserved for it: Iceberg's readers refuse an unsorted order of another id),
+   * added once.
+   */
+  readonly fromEmpty?: boolean;
+}
+
 /**
  * Apply a commit's updates in order to `m` itself and return it: for metadata its caller owns and has no further
  * use for as it was (a commit's, parsed from its row for this request alone), which then is not copied first
@@ -392,7 +482,12 @@ export function applyUpdates(current: TableMetadata, updates: unknown, nowMs: nu
  * updates: ids are tracked as the updates go (the next schema id, the set of snapshot ids), never recomputed from
  * the whole table per update.
  */
-export function applyUpdatesTo(m: TableMetadata, updates: unknown, nowMs: number): TableMetadata {
+export function applyUpdatesTo(
+  m: TableMetadata,
+  updates: unknown,
+  nowMs: number,
+  options: ApplyOptions = {},
+): TableMetadata {
   if (!Array.isArray(updates)) throw badRequest('updates must be an array');
   let lastAddedSchemaId: number | undefined;
   let lastAddedSpecId: number | undefined;
@@ -484,7 +579,10 @@ export function applyUpdatesTo(m: TableMetadata, updates: unknown, nowMs: number
       }
       case 'set-default-spec': {
         let id = integer(update['spec-id'], 'spec-id');
-        if (id === -1) id = lastAddedSpecId ?? Number.NaN;
+        if (id === -1) {
+          if (lastAddedSpecId === undefined) throw badRequest('set-default-spec -1 without add-spec');
+          id = lastAddedSpecId;
+        }
         if (!specs.ids.has(id)) throw badRequest(`no partition spec with id ${id}`);
         m['default-spec-id'] = id;
         break;
@@ -495,9 +593,15 @@ export function applyUpdatesTo(m: TableMetadata, updates: unknown, nowMs: number
           currentColumns(),
           'sort-order',
         );
+        const unsorted =
+          options.fromEmpty === true && ((order.fields as unknown[] | undefined) ?? []).length === 0;
+        if (unsorted && orders.ids.has(0)) {
+          lastAddedOrderId = 0;
+          break;
+        }
         checkRoom(m['sort-orders'], MAX_SORT_ORDERS, 'sort orders');
-        const id = nextId(orders.max, 'sort order id');
-        orders.max = id;
+        const id = unsorted ? 0 : nextId(orders.max, 'sort order id');
+        orders.max = Math.max(orders.max, id);
         orders.ids.add(id);
         m['sort-orders'].push({ ...order, 'order-id': id });
         lastAddedOrderId = id;
@@ -505,7 +609,11 @@ export function applyUpdatesTo(m: TableMetadata, updates: unknown, nowMs: number
       }
       case 'set-default-sort-order': {
         let id = integer(update['sort-order-id'], 'sort-order-id');
-        if (id === -1) id = lastAddedOrderId ?? Number.NaN;
+        if (id === -1) {
+          if (lastAddedOrderId === undefined)
+            throw badRequest('set-default-sort-order -1 without add-sort-order');
+          id = lastAddedOrderId;
+        }
         if (!orders.ids.has(id)) throw badRequest(`no sort order with id ${id}`);
         m['default-sort-order-id'] = id;
         break;
