@@ -341,9 +341,13 @@ describe('ids the catalog assigns stop at int32’s maximum: the update that wou
     },
     'table: sort order id (add-sort-order)': {
       kind: 'table',
-      make: async (at) =>
-        (await created('table', { 'write-order': { 'order-id': at, fields: [sortField] } })).name,
-      updates: [{ action: 'add-sort-order', 'sort-order': { 'order-id': 1, fields: [] } }],
+      // A copy: a create assigns its sort order id itself (sort-order-ids.test.ts).
+      make: (at) =>
+        copyOf('table', (m) => {
+          m['sort-orders'] = [{ 'order-id': at, fields: [sortField] }];
+          m['default-sort-order-id'] = at;
+        }),
+      updates: [{ action: 'add-sort-order', 'sort-order': { 'order-id': 1, fields: [sortField] } }],
     },
     'table: schema id (add-schema)': {
       kind: 'table',

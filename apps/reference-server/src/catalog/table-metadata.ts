@@ -220,10 +220,14 @@ export function newTableMetadata(request: Json, location: string, nowMs: number)
     columns,
     'partition-spec',
   );
-  const writeOrder =
+  const order =
     request['write-order'] === undefined
-      ? { 'order-id': 0, fields: [] }
+      ? { fields: [] }
       : checkSortOrder(object(request['write-order'], 'write-order'), columns, 'write-order');
+  // Ids the catalog assigns, whatever the client sent, as Iceberg's new table metadata does: 0 is reserved for the
+  // unsorted order (Iceberg's readers refuse an unsorted order of another id, or a sorted one of id 0), a sorted
+  // one is 1.
+  const writeOrder = { ...order, 'order-id': isUnsorted(order) ? 0 : 1 };
   const properties = request.properties === undefined ? {} : stringMap(request.properties, 'properties');
   const formatVersion = Number(properties['format-version'] ?? 2);
   if (![1, 2, 3].includes(formatVersion)) throw badRequest(`unsupported format-version ${formatVersion}`);
@@ -238,8 +242,8 @@ export function newTableMetadata(request: Json, location: string, nowMs: number)
     'partition-specs': [{ ...partition.spec, 'spec-id': 0 }],
     'default-spec-id': 0,
     'last-partition-id': partition.last,
-    'sort-orders': [{ 'order-id': 0, fields: [], ...writeOrder }],
-    'default-sort-order-id': Number(writeOrder['order-id'] ?? 0),
+    'sort-orders': [writeOrder],
+    'default-sort-order-id': writeOrder['order-id'],
     properties,
     snapshots: [],
     refs: {},
@@ -434,7 +438,7 @@ export function createdTableMetadata(updates: unknown, nowMs: number): TableMeta
     'metadata-log': [],
     'last-sequence-number': 0,
   } as unknown as TableMetadata;
-  const m = applyUpdatesTo(empty, updates, nowMs, { fromEmpty: true });
+  const m = applyUpdatesTo(empty, updates, nowMs);
   const missing: string[] = [];
   const uuid = m['table-uuid'] as unknown;
   if (uuid === undefined) missing.push('table-uuid (assign-uuid)');
@@ -455,6 +459,10 @@ export function createdTableMetadata(updates: unknown, nowMs: number): TableMeta
   return { 'format-version': formatVersionOf, 'table-uuid': tableUuid, location, ...rest } as TableMetadata;
 }
 
+/** A sort order with no fields: the table's rows in no order. */
+const isUnsorted = (order: { readonly fields?: unknown }): boolean =>
+  !Array.isArray(order.fields) || order.fields.length === 0;
+
 /** Refuse to add a schema, spec or sort order past its cap (catalog/limits.ts). */
 function checkRoom(list: readonly unknown[], max: number, what: string): void {
   if (list.length >= max) throw badRequest(`a table holds at most ${max} ${what}`);
@@ -465,16 +473,6 @@ export function applyUpdates(current: TableMetadata, updates: unknown, nowMs: nu
   return applyUpdatesTo(structuredClone(current), updates, nowMs);
 }
 
-/** How {@link applyUpdatesTo} applies updates. */
-interface ApplyOptions {
-  /**
-   * The updates build a new table from an empty base ({@link createdTableMetadata}): as Iceberg's builder does,
-   * an unsorted sort order takes id 0 (reserved for it: Iceberg's readers refuse an unsorted order of another id),
-   * added once.
-   */
-  readonly fromEmpty?: boolean;
-}
-
 /**
  * Apply a commit's updates in order to `m` itself and return it: for metadata its caller owns and has no further
  * use for as it was (a commit's, parsed from its row for this request alone), which then is not copied first
@@ -482,12 +480,7 @@ interface ApplyOptions {
  * updates: ids are tracked as the updates go (the next schema id, the set of snapshot ids), never recomputed from
  * the whole table per update.
  */
-export function applyUpdatesTo(
-  m: TableMetadata,
-  updates: unknown,
-  nowMs: number,
-  options: ApplyOptions = {},
-): TableMetadata {
+export function applyUpdatesTo(m: TableMetadata, updates: unknown, nowMs: number): TableMetadata {
   if (!Array.isArray(updates)) throw badRequest('updates must be an array');
   let lastAddedSchemaId: number | undefined;
   let lastAddedSpecId: number | undefined;
@@ -593,14 +586,17 @@ export function applyUpdatesTo(
           currentColumns(),
           'sort-order',
         );
-        const unsorted =
-          options.fromEmpty === true && ((order.fields as unknown[] | undefined) ?? []).length === 0;
-        if (unsorted && orders.ids.has(0)) {
+        // As Iceberg's builder assigns them: the unsorted order is id 0 (added once; Iceberg's readers refuse an
+        // unsorted order of another id), a sorted one the next id after the highest (at least 1). A table whose
+        // order 0 is sorted (an older server's, or a registered file's) gets its unsorted order after the highest.
+        const unsorted = isUnsorted(order);
+        const zero = m['sort-orders'].find((existing) => existing['order-id'] === 0);
+        if (unsorted && zero !== undefined && isUnsorted(zero)) {
           lastAddedOrderId = 0;
           break;
         }
         checkRoom(m['sort-orders'], MAX_SORT_ORDERS, 'sort orders');
-        const id = unsorted ? 0 : nextId(orders.max, 'sort order id');
+        const id = unsorted && zero === undefined ? 0 : nextId(orders.max, 'sort order id');
         orders.max = Math.max(orders.max, id);
         orders.ids.add(id);
         m['sort-orders'].push({ ...order, 'order-id': id });
