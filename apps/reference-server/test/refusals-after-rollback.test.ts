@@ -9,10 +9,14 @@ import { call, idempotencyRecords, type Node, newKey, startNode } from './suppor
 // cannot take it makes the answer a retryable 503 and leaves the key free; a duplicate that waited on the
 // rolled-back reservation may run the work itself, and then the key has one answer, which every retry replays.
 
+/** The requests' deadline (REQUEST_TIMEOUT_MS). */
+const DEADLINE_MS = 1_500;
+
 describe.each(everyDatabase)('refusals stored after the rollback, on $name', (backend) => {
   let database: FreshDatabase;
   let node: Node;
   let failing = false;
+  let slowMs = 0;
   const held = gate();
   let holding = false;
   beforeAll(async () => {
@@ -20,13 +24,14 @@ describe.each(everyDatabase)('refusals stored after the rollback, on $name', (ba
     database = await backend.fresh();
     node = await startNode(
       database.url,
-      {},
+      { REQUEST_TIMEOUT_MS: String(DEADLINE_MS) },
       {
         afterReserve: async () => {
           if (holding) await held.pass();
         },
         beforeStoreCall: async (name) => {
           if (failing && name !== 'load') throw new Error('the store is down (a test fault)');
+          if (slowMs > 0 && name !== 'load') await new Promise((resolve) => setTimeout(resolve, slowMs));
         },
       },
     );
@@ -74,6 +79,33 @@ describe.each(everyDatabase)('refusals stored after the rollback, on $name', (ba
     expect(retry.status).toBe(409);
     expect(retry.headers.get('idempotent-replayed')).toBeNull();
     expect(await idempotencyRecords(node, key)).toBe(1);
+  });
+
+  test('a refusal whose storing outlasts the deadline: a retryable 503 by the deadline, and the retry replays what was stored', async (context) => {
+    if (node === undefined) return context.skip();
+    await call(node.url, 'POST', '/v1/namespaces', { body: { namespace: ['slow'] } });
+    const key = newKey();
+    // Each store call after the rollback takes 1.2 s (under the store's own 2 s bound): their sum passes the deadline.
+    slowMs = 1_200;
+    const started = performance.now();
+    let first: Awaited<ReturnType<typeof create>>;
+    try {
+      first = await create('slow', key);
+    } finally {
+      slowMs = 0;
+    }
+    const tookMs = performance.now() - started;
+    expect(first.status, first.text).toBe(503);
+    expect(first.headers.get('retry-after')).not.toBeNull();
+    expect(tookMs).toBeLessThan(DEADLINE_MS + 400);
+    // The store calls ran on, and stored the refusal: the retry replays it.
+    const until = performance.now() + 5_000;
+    while ((await idempotencyRecords(node, key)) === 0 && performance.now() < until)
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    await new Promise((resolve) => setTimeout(resolve, 1_300));
+    const retry = await create('slow', key);
+    expect(retry.status, retry.text).toBe(409);
+    expect(retry.headers.get('idempotent-replayed')).toBe('true');
   });
 
   test('a duplicate that waited on a reservation rolled back by a refusal: one answer for the key, whoever stored it', async (context) => {

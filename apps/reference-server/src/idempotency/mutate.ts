@@ -126,8 +126,9 @@ async function inTransaction(
  * A refusal of keyed work whose transaction rolled back, the reservation with it: stored now, the key reserved
  * afresh (`finish` after a rollback), and sent only once it is the key's answer. A duplicate that waited on the
  * reservation's row may have taken the key meanwhile and run the work itself: its answer is the key's, and this
- * request answers a retryable 503, whose retry replays it. So a refusal is never sent unless stored (or the
- * finalization rule releases its status), and never stored under a key that is another request's.
+ * request answers a retryable 503, whose retry replays it; so it does when the store fails or the request's deadline
+ * comes first. So a refusal is never sent unless stored (or the finalization rule releases its status), and never
+ * stored under a key that is another request's.
  */
 async function storeRefusal(
   reply: FastifyReply,
@@ -135,10 +136,34 @@ async function storeRefusal(
   answer: Answer,
 ) {
   const rendered = render(answer);
-  const outcome = await execution.finish(storedAnswer(answer, rendered, execution.maxBodyBytes));
+  // Within the request's deadline, as the transaction was: past it the answer is the retryable 503, and the store
+  // calls run on (the retry replays what they stored, or runs again).
+  const outcome = await untilDeadline(
+    execution.finish(storedAnswer(answer, rendered, execution.maxBodyBytes)),
+    reply.request.deadline,
+  );
   if (outcome !== 'finalized' && outcome !== 'released')
     throw retryLater('the refusal could not be stored under the idempotency key; retry with the same key');
   return sendRendered(reply, rendered);
+}
+
+/** The longest delay a Node timer takes. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/** What `work` settles to, or `undefined` once `deadline` (`performance.now()` time) has come first. */
+async function untilDeadline<T>(work: Promise<T>, deadline: number): Promise<T | undefined> {
+  const leftMs = Math.max(0, deadline - performance.now());
+  // No deadline, or one beyond what a timer holds (it would fire at once).
+  if (!(leftMs <= MAX_TIMER_MS)) return work;
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<undefined>((resolve) => {
+    timer = setTimeout(() => resolve(undefined), leftMs);
+  });
+  try {
+    return await Promise.race([work, late]);
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 /**
