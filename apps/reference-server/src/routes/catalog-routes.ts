@@ -12,7 +12,7 @@ import { SEPARATOR } from '../catalog/repository.js';
 import { unwrittenOnFailure } from '../catalog/table-commit.js';
 import { newTableMetadata } from '../catalog/table-metadata.js';
 import type { Executor } from '../database/executor.js';
-import { metadataAnswer } from '../http/answer.js';
+import { metadataAnswer, send } from '../http/answer.js';
 import { mutate } from '../idempotency/mutate.js';
 import { registration, renameHandler } from './entity-ops.js';
 import {
@@ -153,11 +153,17 @@ const routes: FastifyPluginAsync<CatalogRouteOptions> = async (app, { db, wareho
       typeof input.location === 'string' ? input.location : warehouse.defaultLocation(prefix, parts, name);
     const metadata = newTableMetadata(input, location, nowMs);
     if (input['stage-create'] === true) {
-      // Staged: nothing is committed; the client commits later with assert-create. Its answer is the key's as any
-      // mutation's is, so that a retry gets the same staged table (its UUID, its location).
+      // Staged: nothing is committed; the client commits later with assert-create. With a key its answer is the
+      // key's as any mutation's is, so that a retry gets the same staged table (its UUID, its location); without
+      // one it is a read, in no transaction.
+      const staged = { status: 200, body: { metadata, config: {} } };
+      if (request.idempotency === undefined) {
+        await requireNamespace(db.until(request.deadline), prefix, key);
+        return send(reply, staged);
+      }
       return mutate(reply, db, async (tx) => {
         await requireNamespace(tx, prefix, key);
-        return { status: 200, body: { metadata, config: {} } };
+        return staged;
       });
     }
     return mutate(reply, db, async (tx) => {
@@ -284,13 +290,18 @@ const routes: FastifyPluginAsync<CatalogRouteOptions> = async (app, { db, wareho
 
   app.post('/tables/rename', renameHandler(db, 'table'));
 
-  // Nothing is kept of a report; keyed, its answer is the key's all the same (a key reused for it is refused).
-  app.post('/namespaces/:namespace/tables/:table/metrics', async (request, reply) =>
-    mutate(reply, db, async (tx) => {
+  // Nothing is kept of a report. With a key its answer is the key's all the same (a key reused for it is
+  // refused); without one it is a read, in no transaction (engines send one per scan).
+  app.post('/namespaces/:namespace/tables/:table/metrics', async (request, reply) => {
+    if (request.idempotency === undefined) {
+      await loadTable(request);
+      return reply.code(204).send();
+    }
+    return mutate(reply, db, async (tx) => {
       await loadTable(request, tx);
       return { status: 204 };
-    }),
-  );
+    });
+  });
 };
 
 /** The time a purge leaves before the request's deadline, to answer in. */
