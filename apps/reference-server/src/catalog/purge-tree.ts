@@ -25,7 +25,9 @@ export async function purgeTree(path: string, untilMs: number): Promise<boolean>
   let complete = true;
   for (let i = 0; i < entries.length; i += AT_ONCE) {
     if (performance.now() >= untilMs) return false;
-    const removed = await Promise.all(
+    // Settled, all of them, before anything is decided: a branch that fails leaves none of the others still
+    // deleting once the purge has returned (and the drop has answered).
+    const removed = await Promise.allSettled(
       entries.slice(i, i + AT_ONCE).map(async (entry) => {
         const child = join(path, entry.name);
         if (entry.isDirectory()) return purgeTree(child, untilMs);
@@ -33,7 +35,10 @@ export async function purgeTree(path: string, untilMs: number): Promise<boolean>
         return true;
       }),
     );
-    if (removed.includes(false)) complete = false;
+    for (const result of removed) {
+      if (result.status === 'rejected') throw result.reason;
+      if (!result.value) complete = false;
+    }
   }
   if (!complete) return false;
   try {
