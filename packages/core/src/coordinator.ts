@@ -371,10 +371,13 @@ function coordinator<Host>(options: IdempotencyOptions<Host>, timers: Timers): I
     fingerprintOf(
       typeof options.fingerprint === 'function'
         ? request
-        : {
-            ...request,
-            body: isBlob(body) ? new Uint8Array(await body.arrayBuffer()) : await formDataValue(body),
-          },
+        : isBlob(body)
+          ? { ...request, body: new Uint8Array(await body.arrayBuffer()) }
+          : {
+              ...request,
+              body: await formDataValue(body),
+              contentType: withoutBoundary(request.contentType),
+            },
     );
 
   const storeTimeoutMs = positive('storeTimeoutMs', options.storeTimeoutMs ?? 2_000);
@@ -870,6 +873,13 @@ const nextOwner = (): string => `${OWNER_PREFIX}.${(owners++).toString(36)}`;
 const clip = (value: string): string => JSON.stringify(value.length > 80 ? `${value.slice(0, 80)}…` : value);
 
 const isBlob = (value: unknown): value is Blob => typeof Blob !== 'undefined' && value instanceof Blob;
+
+/**
+ * A form's media type without its multipart boundary: its entries are hashed, not the bytes the boundary
+ * delimited, and a client draws a new boundary for each request it sends (a retry too).
+ */
+const withoutBoundary = (contentType: string | undefined): string | undefined =>
+  contentType?.replace(/;\s*boundary\s*=\s*(?:"(?:[^"\\]|\\.)*"|[^;]*)/gi, '');
 
 /** A `FormData`, by its tag: one of another implementation (a polyfill, another realm) too. */
 const isFormData = (value: unknown): value is FormData =>

@@ -601,8 +601,8 @@ export class KeyedExecution<Host = unknown> implements Renewable {
         (await store.finalize({ scope, key, owner, response: stored, nowMs: clock.nowMs() }))
       );
     });
-    // Someone else holds the key by now (a duplicate that waited on the row): its answer stands.
-    if (!finalized) return 'already-settled';
+    // Someone else holds the key by now (a duplicate that waited on the row): its answer stands, and this
+    // execution's reservation ends as a lost one (its event closes what `reserved` opened).
     return this.#finalized(finalized, durationMs, stored, omitted);
   }
 

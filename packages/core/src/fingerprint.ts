@@ -185,8 +185,8 @@ export function computeFingerprint(input: FingerprintInput, options: Fingerprint
  * media type, SHA-256 of its bytes]` (not its `lastModified`, which a parser sets to the time it parsed). For a
  * host that has only the parsed form left, its bytes gone: the same form gives the same value, two forms that
  * differ in a name, a value, a file or the order of their entries give two. The encoding the client chose is
- * gone with the bytes (`+` or `%20`, the multipart boundary, which the media type still names): forms that
- * parse alike are one request.
+ * gone with the bytes (`+` or `%20`, the multipart boundary, which the coordinator drops from the media type as
+ * well): forms that parse alike are one request.
  */
 export async function formDataValue(form: FormData): Promise<unknown[]> {
   const entries: unknown[] = [];

@@ -47,6 +47,21 @@ describe('fingerprint: a FormData body', () => {
       expectReject(await idem.begin(post({ contentType, body: form(...base) })), 409, ErrorCode.InProgress);
     });
 
+    if (contentType === MULTIPART)
+      test.for(['----other', '"quoted; with a semicolon"'])(
+        `${contentType}: the same form under another boundary (%s: a retry draws a new one) is the same request`,
+        async (boundary) => {
+          const { idem } = setup();
+          expectExecute(await idem.begin(post({ contentType, body: form(...base) })));
+          const retried = `multipart/form-data; boundary=${boundary}`;
+          expectReject(
+            await idem.begin(post({ contentType: retried, body: form(...base) })),
+            409,
+            ErrorCode.InProgress,
+          );
+        },
+      );
+
     for (const [difference, entries] of Object.entries(others)) {
       test(`${contentType}: another ${difference} is another request`, async () => {
         const { idem } = setup();

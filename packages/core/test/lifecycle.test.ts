@@ -406,3 +406,25 @@ describe('calls that are no transition', () => {
     expect(events.at(-1)).toMatchObject({ type: 'store-error', operation: 'reserve', failedOpen: false });
   });
 });
+
+describe('store-after-rollback, when a duplicate took the key in between', () => {
+  test('the refusal is not stored, the outcome is lease-lost, and its event closes the reservation', async () => {
+    // The work refused, the transaction rolled back with the reservation; a duplicate that waited on the row
+    // reserved the key before this request's refusal could be stored.
+    const { execution, tx, backend, idem, events } = await reservedInTransaction();
+    tx.rollBack();
+    const duplicate = expectPending(await idem.begin(post()));
+    expect(await duplicate.reserveWith(transaction(backend).store)).toEqual({ action: 'execute' });
+    const conflict: CapturedResponse = { status: 409, headers: {}, body: '{"error":"changed"}' };
+    expect(await execution.finish(conflict)).toBe('lease-lost');
+    ends(execution, 'settled');
+    expect(backend.only()?.owner).toBe(duplicate.owner);
+    expect(backend.only()?.response).toBeNull();
+    expect(events.at(-1)).toMatchObject({
+      type: 'lease-lost',
+      phase: 'finalize',
+      owner: execution.owner,
+      status: 409,
+    });
+  });
+});
