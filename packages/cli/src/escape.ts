@@ -2,13 +2,14 @@
 // key back from its command line: what it prints can be given back to it and finds the same record.
 //
 // Escaped are the backslash itself (`\\`) and what a stored value could rewrite the operator's terminal with or
-// hide text behind: C0 controls, DEL, C1 controls (U+009B is a CSI by itself) and the bidi overrides and
-// isolates. Line feed, carriage return and tab are `\n`, `\r`, `\t`; the others `\xHH` (below U+0100) or `\uHHHH`.
+// hide text behind: C0 controls, DEL, C1 controls (U+009B is a CSI by itself), the bidi overrides, isolates and
+// marks, the invisible ones (zero-width space and joiners, word joiner, byte order mark) and the line and
+// paragraph separators. Line feed, carriage return and tab are `\n`, `\r`, `\t`; the others `\xHH` (below U+0100) or `\uHHHH`.
 // Because the backslash is escaped too, every escaped text reads back to exactly one string, and a scope that
 // holds the text `\x1f` (four characters) is told apart from one that holds U+001F.
 
 // biome-ignore lint/suspicious/noControlCharactersInRegex: these are the characters escaped.
-const ESCAPED = /[\\\u0000-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/g;
+const ESCAPED = /[\\\u0000-\u001f\u007f-\u009f\u061c\u200b-\u200f\u2028-\u202e\u2060\u2066-\u2069\ufeff]/g;
 const SHORT: Readonly<Record<string, string>> = { '\\': '\\\\', '\n': '\\n', '\r': '\\r', '\t': '\\t' };
 const READ: Readonly<Record<string, string>> = { '\\': '\\', n: '\n', r: '\r', t: '\t' };
 const ESCAPE = /\\(x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|[\\nrt])?/g;
