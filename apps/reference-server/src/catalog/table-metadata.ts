@@ -245,13 +245,18 @@ export function newTableMetadata(request: Json, location: string, nowMs: number)
     'sort-orders': [writeOrder],
     'default-sort-order-id': writeOrder['order-id'],
     properties,
-    snapshots: [],
-    refs: {},
-    'snapshot-log': [],
-    'metadata-log': [],
-    'last-sequence-number': 0,
+    ...noHistory(),
   });
 }
+
+/** A table's history before its first snapshot: no snapshots, refs or logs (fresh objects: commits update them). */
+const noHistory = () => ({
+  snapshots: [],
+  refs: {},
+  'snapshot-log': [],
+  'metadata-log': [],
+  'last-sequence-number': 0,
+});
 
 /** Fields a commit reads, beyond the two the spec requires of any TableMetadata. */
 const REGISTER_REQUIRED = [
@@ -282,11 +287,7 @@ export function registeredTableMetadata(document: unknown): TableMetadata {
   checkEntityLocation(string(value.location, 'location'), 'the location of the registered metadata');
   const metadata: Json = {
     properties: {},
-    snapshots: [],
-    refs: {},
-    'snapshot-log': [],
-    'metadata-log': [],
-    'last-sequence-number': 0,
+    ...noHistory(),
     ...value,
   };
   return metadata as TableMetadata;
@@ -432,11 +433,7 @@ export function createdTableMetadata(updates: unknown, nowMs: number): TableMeta
     'sort-orders': [],
     'default-sort-order-id': -1,
     properties: {},
-    snapshots: [],
-    refs: {},
-    'snapshot-log': [],
-    'metadata-log': [],
-    'last-sequence-number': 0,
+    ...noHistory(),
   } as unknown as TableMetadata;
   const m = applyUpdatesTo(empty, updates, nowMs);
   const missing: string[] = [];
